@@ -1,0 +1,25 @@
+import type { AppContext } from '../context.js';
+import type { Principal } from '../tokens/verifier.js';
+
+/**
+ * SPEC §9.3: the header's version, else the caller's pin — the OAuth client's, then the user's account setting —
+ * else the baseline. A pin naming a version no longer served falls through to the next rule.
+ */
+export async function resolveVersion(
+  ctx: AppContext,
+  requested: string | undefined,
+  principal: Principal,
+  userPin: string | null,
+): Promise<string> {
+  if (requested) return requested;
+  if (principal.kind === 'oauth') {
+    const client = await ctx.db
+      .selectFrom('oauth_clients')
+      .select('api_version')
+      .where('client_id', '=', principal.clientId)
+      .executeTakeFirst();
+    if (ctx.versions.has(client?.api_version)) return client.api_version;
+  }
+  if (ctx.versions.has(userPin)) return userPin;
+  return ctx.versions.baseline;
+}

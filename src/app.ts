@@ -1,0 +1,138 @@
+import type { AddressInfo } from 'node:net';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { pino } from 'pino';
+import { apiSurface } from './api/plugin.js';
+import { authSurface } from './auth/plugin.js';
+import { type Config, SURFACES, type Surface, urlHost } from './config/config.js';
+import type { AppContext } from './context.js';
+import { type Clock, systemClock } from './domain/clock.js';
+import { isEmpty, seedDemo } from './domain/demo-seed.js';
+import { isSessionLive } from './domain/sessions.js';
+import { type LimiterFactory, memoryLimiters } from './http/rate-limit.js';
+import { createServer } from './http/server.js';
+import { openStore, type Store } from './store/database.js';
+import { migrateToLatest } from './store/migrate.js';
+import { LivenessCache } from './tokens/liveness.js';
+import { SigningKeys } from './tokens/signing-keys.js';
+import { TokenVerifier } from './tokens/verifier.js';
+import { VERSION_HEADER, type VersionRegistry } from './versions/registry.js';
+import { versions as releasedVersions } from './versions/versions.js';
+
+type SurfacePlugin = (app: FastifyInstance, ctx: AppContext) => Promise<void>;
+
+/** The surfaces built so far; the MCP surfaces register here as they are built. */
+const SURFACE_PLUGINS: Partial<Record<Surface, SurfacePlugin>> = {
+  api: apiSurface,
+  auth: authSurface,
+};
+
+export interface StartOptions {
+  only?: readonly Surface[];
+  clock?: Clock;
+  logger?: FastifyBaseLogger;
+  versions?: VersionRegistry;
+  limiters?: LimiterFactory;
+  /** Seed the demo when the embedded database is empty (default: on outside production). */
+  seedDemoIfEmpty?: boolean;
+}
+
+export interface Services {
+  ctx: AppContext;
+  servers: Partial<Record<Surface, FastifyInstance>>;
+  close(): Promise<void>;
+}
+
+export function createLogger(config: Config): FastifyBaseLogger {
+  return pino({ level: config.logLevel, base: { service: 'svc' } });
+}
+
+/** Opens the store, migrates, loads keys, builds the requested surfaces and listens. */
+export async function startServices(config: Config, o: StartOptions = {}): Promise<Services> {
+  const log = o.logger ?? createLogger(config);
+  const ctx = await createContext(config, log, o);
+  const servers: Partial<Record<Surface, FastifyInstance>> = {};
+  try {
+    for (const surface of o.only ?? SURFACES) {
+      const plugin = SURFACE_PLUGINS[surface];
+      if (!plugin) {
+        log.warn({ surface }, 'surface not built yet; skipped');
+        continue;
+      }
+      servers[surface] = await listen(ctx, surface, plugin);
+    }
+  } catch (e) {
+    await Promise.allSettled(Object.values(servers).map((s) => s.close()));
+    await ctx.store.close();
+    throw e;
+  }
+  return { ctx, servers, close: () => shutdown(ctx, servers) };
+}
+
+export async function createContext(config: Config, log: FastifyBaseLogger, o: StartOptions = {}): Promise<AppContext> {
+  const store = openStore(config);
+  try {
+    return await buildContext(config, log, store, o);
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+}
+
+async function buildContext(config: Config, log: FastifyBaseLogger, store: Store, o: StartOptions): Promise<AppContext> {
+  const clock = o.clock ?? systemClock;
+  const applied = await migrateToLatest(store.db);
+  if (applied.length) log.info({ migrations: applied.map((m) => m.migrationName) }, 'migrations applied');
+  const seed = o.seedDemoIfEmpty ?? !config.production;
+  if (seed && store.engine === 'sqlite' && (await isEmpty(store.db))) {
+    log.info({ users: await seedDemo(store.db, clock, config.production) }, 'demo seeded');
+  }
+  // Retired keys stay published for the longest token life they may have signed.
+  const keys = new SigningKeys(store.db, clock, config.signingAlg, config.sessionTtlSeconds * 1000);
+  await keys.init();
+  const ttlMs = config.livenessCacheSeconds * 1000;
+  const sessionLiveness = new LivenessCache(clock, ttlMs, config.tokenCacheSize, (sid) =>
+    isSessionLive(store.db, clock, sid),
+  );
+  const ctx: AppContext = {
+    config,
+    store,
+    db: store.db,
+    clock,
+    log,
+    keys,
+    sessionLiveness,
+    verifier: new TokenVerifier({
+      issuer: () => config.urls.auth ?? '',
+      keys,
+      clock,
+      cacheSize: config.tokenCacheSize,
+      sessions: sessionLiveness,
+    }),
+    versions: o.versions ?? releasedVersions,
+    limiters: o.limiters ?? memoryLimiters,
+  };
+  return ctx;
+}
+
+async function listen(ctx: AppContext, surface: Surface, plugin: SurfacePlugin): Promise<FastifyInstance> {
+  const { config } = ctx;
+  const app = createServer(config, {
+    surface,
+    logger: ctx.log,
+    connectionErrorHeaders:
+      surface === 'api' ? () => ({ [VERSION_HEADER.toLowerCase()]: ctx.versions.baseline }) : undefined,
+  });
+  await app.register(async (scope) => plugin(scope, ctx));
+  await app.listen({ host: config.host, port: config.ports[surface] });
+  const { port } = app.server.address() as AddressInfo;
+  config.ports[surface] = port;
+  config.urls[surface] ??= `http://${urlHost(config.host)}:${port}`;
+  ctx.log.info({ surface, url: config.urls[surface], listen: `${config.host}:${port}` }, 'listening');
+  return app;
+}
+
+/** Stops accepting, lets in-flight requests finish, then closes the database. */
+async function shutdown(ctx: AppContext, servers: Partial<Record<Surface, FastifyInstance>>): Promise<void> {
+  await Promise.allSettled(Object.values(servers).map((s) => s.close()));
+  await ctx.store.close();
+}

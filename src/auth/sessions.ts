@@ -1,0 +1,81 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { AppContext } from '../context.js';
+import { urls } from '../context.js';
+import { toRfc3339 } from '../domain/clock.js';
+import { MAX_PASSWORD_LENGTH } from '../domain/passwords.js';
+import { createSession, revokeSession } from '../domain/sessions.js';
+import { authenticate } from '../domain/users.js';
+import { ApiError } from '../http/errors.js';
+import { consumeOrThrow } from '../http/rate-limit.js';
+import { authenticateRest } from '../http/rest-auth.js';
+import { issueSessionToken } from '../tokens/session-token.js';
+
+const SignInBody = z.object({
+  username: z.string().min(1).max(64),
+  password: z.string().min(1).max(MAX_PASSWORD_LENGTH),
+});
+
+const WRONG_CREDENTIALS = 'The username or password is incorrect';
+
+/**
+ * First-party sessions (DESIGN §7): POST /api/sessions trades a username and password for a session token;
+ * DELETE /api/sessions/current ends the session whose token is presented.
+ */
+export async function sessionRoutes(app: FastifyInstance, ctx: AppContext): Promise<void> {
+  const { perUsername, perIp, windowSeconds } = ctx.config.signinLimit;
+  const byIp = ctx.limiters({ keyPrefix: 'signin-ip', points: perIp, durationSeconds: windowSeconds });
+  const failuresByUsername = ctx.limiters({
+    keyPrefix: 'signin-user',
+    points: perUsername,
+    durationSeconds: windowSeconds,
+  });
+
+  app.post('/api/sessions', async (request, reply) => {
+    const { username, password } = parseBody(request.body);
+    await consumeOrThrow(byIp, request.ip, 'Too many sign-in attempts from this address; retry later');
+    // Refuse before checking the password once a username has had too many failures: no guessing while blocked.
+    const failures = await failuresByUsername.get(username);
+    if (failures && failures.remainingPoints <= 0) {
+      await consumeOrThrow(failuresByUsername, username, 'Too many failed sign-ins for this username; retry later');
+    }
+    const user = await authenticate(ctx.db, username, password);
+    if (!user) {
+      await consumeOrThrow(failuresByUsername, username, 'Too many failed sign-ins for this username; retry later');
+      throw new ApiError('invalid_credentials', WRONG_CREDENTIALS);
+    }
+    await failuresByUsername.delete(username);
+    const session = await createSession(ctx.db, ctx.clock, user.id, ctx.config.sessionTtlSeconds);
+    request.log.info({ user_id: user.id, session_id: session.id }, 'session created');
+    return reply
+      .code(201)
+      .header('cache-control', 'no-store')
+      .send({
+        object: 'session',
+        id: session.id,
+        token: await issueSessionToken(ctx, session),
+        expires_at: toRfc3339(session.expires_at),
+      });
+  });
+
+  app.delete('/api/sessions/current', async (request, reply) => {
+    const principal = await authenticateRest(ctx, request, { audience: urls.issuer(ctx.config), accept: ['session'] });
+    if (principal.kind !== 'session') throw new Error('unreachable: only session tokens are accepted');
+    await revokeSession(ctx.db, ctx.clock, principal.sessionId);
+    ctx.sessionLiveness.forget(principal.sessionId);
+    request.log.info({ session_id: principal.sessionId }, 'session revoked');
+    return reply.code(204).send();
+  });
+}
+
+function parseBody(body: unknown): z.infer<typeof SignInBody> {
+  const parsed = SignInBody.safeParse(body);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const param = issue.path.length ? String(issue.path[0]) : undefined;
+  throw new ApiError(
+    'invalid_request',
+    param ? `${param}: ${issue.message}` : 'Send a JSON object with username and password',
+    param ? { param } : {},
+  );
+}

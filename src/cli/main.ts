@@ -1,0 +1,222 @@
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { createContext, createLogger, startServices } from '../app.js';
+import { type Config, ConfigError, loadConfig, SURFACES, type Surface } from '../config/config.js';
+import type { AppContext } from '../context.js';
+import { toRfc3339 } from '../domain/clock.js';
+import { DemoSeedRefused, seedDemo } from '../domain/demo-seed.js';
+import { createSession } from '../domain/sessions.js';
+import { createUser, findUserByUsername, UserInputError } from '../domain/users.js';
+import { openStore } from '../store/database.js';
+import { migrateToLatest } from '../store/migrate.js';
+import { issueSessionToken } from '../tokens/session-token.js';
+
+interface Command {
+  usage: string;
+  summary: string;
+  options: Record<string, { type: 'string' | 'boolean'; help: string }>;
+  run(values: Record<string, string | boolean | undefined>, config: Config): Promise<void>;
+}
+
+class UsageError extends Error {}
+
+const COMMANDS: Record<string, Command> = {
+  start: {
+    usage: 'svc start [--only api,mcp,agency-mcp,auth]',
+    summary: 'Migrate, then serve the surfaces until SIGTERM or SIGINT.',
+    options: { only: { type: 'string', help: 'comma-separated surfaces to serve (default: all)' } },
+    run: (v, config) => start(config, parseSurfaces(v['only'])),
+  },
+  migrate: {
+    usage: 'svc migrate',
+    summary: 'Apply pending database migrations.',
+    options: {},
+    async run(_v, config) {
+      const store = openStore(config);
+      try {
+        const results = await migrateToLatest(store.db);
+        console.log(results.length ? results.map((r) => `applied ${r.migrationName}`).join('\n') : 'up to date');
+      } finally {
+        await store.close();
+      }
+    },
+  },
+  'seed-demo': {
+    usage: 'svc seed-demo',
+    summary: 'Create the demo accounts (refused in production).',
+    options: {},
+    run: (_v, config) =>
+      withContext(config, async (ctx) => {
+        const created = await seedDemo(ctx.db, ctx.clock, config.production);
+        console.log(created.length ? `created ${created.join(', ')}` : 'demo already seeded');
+      }),
+  },
+  'users create': {
+    usage: 'svc users create --username NAME (--password-stdin | --password PW) [--image-url URL] [--api-version V]',
+    summary: 'Create a user. Prefer --password-stdin: arguments are visible to other local users.',
+    options: {
+      username: { type: 'string', help: 'the public handle' },
+      password: { type: 'string', help: 'the password (visible in the process list)' },
+      'password-stdin': { type: 'boolean', help: 'read the password from standard input' },
+      'image-url': { type: 'string', help: 'avatar URL' },
+      'api-version': { type: 'string', help: 'pin the account to this API version' },
+    },
+    run: (v, config) =>
+      withContext(config, async (ctx) => {
+        const username = required(v, 'username');
+        const password = v['password-stdin'] ? readFileSync(0, 'utf8').replace(/\r?\n$/, '') : required(v, 'password');
+        const apiVersion = v['api-version'] as string | undefined;
+        if (apiVersion !== undefined && !ctx.versions.has(apiVersion)) {
+          throw new UsageError(`--api-version must be one of ${ctx.versions.ids.join(', ')}`);
+        }
+        const user = await createUser(ctx.db, ctx.clock, {
+          username,
+          password,
+          imageUrl: (v['image-url'] as string | undefined) ?? null,
+          apiVersion: apiVersion ?? null,
+        });
+        console.log(JSON.stringify({ object: 'user', id: user.id, username: user.username, image_url: user.image_url }));
+      }),
+  },
+  'sessions create': {
+    usage: 'svc sessions create --username NAME',
+    summary: 'Create a session for a user and print it with its token (for scripts and agents).',
+    options: { username: { type: 'string', help: 'the user to sign in' } },
+    run: (v, config) =>
+      withContext(config, async (ctx) => {
+        const username = required(v, 'username');
+        const user = await findUserByUsername(ctx.db, username);
+        if (!user) throw new UsageError(`no user named ${username}`);
+        const session = await createSession(ctx.db, ctx.clock, user.id, config.sessionTtlSeconds);
+        const token = await issueSessionToken(ctx, session);
+        console.log(
+          JSON.stringify({ object: 'session', id: session.id, token, expires_at: toRfc3339(session.expires_at) }),
+        );
+      }),
+  },
+  'keys rotate': {
+    usage: 'svc keys rotate',
+    summary: 'Start signing with a new key; the old one stays published until the tokens it signed expire.',
+    options: {},
+    run: (_v, config) =>
+      withContext(config, async (ctx) => {
+        console.log(`signing with new key ${await ctx.keys.rotate()}`);
+      }),
+  },
+};
+
+function required(v: Record<string, unknown>, name: string): string {
+  const value = v[name];
+  if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+function parseSurfaces(value: unknown): Surface[] | undefined {
+  if (value === undefined) return undefined;
+  const names = String(value)
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const unknown = names.filter((n) => !SURFACES.includes(n as Surface));
+  if (unknown.length || names.length === 0) {
+    throw new UsageError(`--only takes a comma-separated list of ${SURFACES.join(', ')}`);
+  }
+  return names as Surface[];
+}
+
+/** Runs a one-off command with the same context as the server (migrated store, keys), then closes it. */
+async function withContext(config: Config, fn: (ctx: AppContext) => Promise<void>): Promise<void> {
+  const ctx = await createContext({ ...config, logLevel: 'warn' }, createLogger({ ...config, logLevel: 'warn' }), {
+    seedDemoIfEmpty: false,
+  });
+  try {
+    await fn(ctx);
+  } finally {
+    await ctx.store.close();
+  }
+}
+
+async function start(config: Config, only: Surface[] | undefined): Promise<void> {
+  const services = await startServices(config, only ? { only } : {});
+  const lines = Object.keys(services.servers).map((s) => `  ${s.padEnd(11)} ${config.urls[s as Surface]}`);
+  console.log(`svc is up (${services.ctx.store.engine} database):\n${lines.join('\n')}`);
+  if (!config.production && services.servers.auth) {
+    console.log(`  demo users: ada, grace, linus (password: <name>-demo-password)`);
+  }
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    services.ctx.log.info({ signal }, 'shutting down: finishing in-flight requests');
+    const timer = setTimeout(() => {
+      services.ctx.log.error('shutdown timed out; exiting');
+      process.exit(1);
+    }, config.shutdownTimeoutSeconds * 1000);
+    timer.unref();
+    services.close().then(
+      () => {
+        services.ctx.log.info('stopped');
+        process.exit(0);
+      },
+      (e: unknown) => {
+        services.ctx.log.error({ err: e }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+function help(name?: string): string {
+  if (name && COMMANDS[name]) {
+    const c = COMMANDS[name]!;
+    const opts = Object.entries(c.options).map(([k, o]) => `  --${k.padEnd(16)} ${o.help}`);
+    return [`Usage: ${c.usage}`, '', c.summary, '', 'Options:', ...opts, `  --${'help'.padEnd(16)} show this help`].join('\n');
+  }
+  const list = Object.entries(COMMANDS).map(([k, c]) => `  ${k.padEnd(16)} ${c.summary}`);
+  return ['Usage: svc <command> [options]', '', 'Commands:', ...list, '', 'Settings come from the environment; see the README.', "Run 'svc <command> --help' for a command's options."].join('\n');
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const two = argv.slice(0, 2).join(' ');
+  const name = COMMANDS[two] ? two : argv[0];
+  const rest = argv.slice(COMMANDS[two] ? 2 : 1);
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    console.log(help());
+    return 0;
+  }
+  const command = COMMANDS[name];
+  if (!command) {
+    console.error(`svc: unknown command "${argv.join(' ')}"\n\n${help()}`);
+    return 2;
+  }
+  try {
+    const { values } = parseArgs({
+      args: rest,
+      options: { ...command.options, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+      allowPositionals: false,
+    });
+    if (values.help) {
+      console.log(help(name));
+      return 0;
+    }
+    await command.run(values, loadConfig());
+    return 0;
+  } catch (e) {
+    if (e instanceof ConfigError || e instanceof UsageError || e instanceof UserInputError || e instanceof DemoSeedRefused) {
+      console.error(`svc: ${e.message}`);
+      return 2;
+    }
+    if (e instanceof TypeError && 'code' in e && String(e.code).startsWith('ERR_PARSE_ARGS')) {
+      console.error(`svc: ${e.message}\n\n${help(name)}`);
+      return 2;
+    }
+    console.error(`svc: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  }
+}
+
+const code = await main(process.argv.slice(2));
+if (code !== 0) process.exit(code);

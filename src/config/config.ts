@@ -1,0 +1,161 @@
+import { z } from 'zod';
+
+/**
+ * Every setting of the service, read from the environment and validated once at start.
+ * The README's configuration table is the user-facing copy of this list; keep them in step.
+ */
+
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveInt = z.coerce.number().int().min(1);
+const seconds = z.coerce.number().int().min(0);
+const onOff = z.enum(['on', 'off']).transform((v) => v === 'on');
+
+/** A public URL: http(s), no query, no fragment, no trailing slash (issuer and audiences compare byte for byte). */
+const publicUrl = z
+  .url({ protocol: /^https?$/ })
+  .refine((u) => !/[?#]/.test(u), 'must not carry a query or fragment')
+  .transform((u) => u.replace(/\/+$/, ''));
+
+export const envSchema = z.object({
+  NODE_ENV: z.enum(['production', 'development', 'test']).default('development'),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  API_PORT: port.default(4000),
+  MCP_PORT: port.default(4001),
+  AGENCY_MCP_PORT: port.default(4002),
+  AUTH_PORT: port.default(4003),
+  BASE_URL: publicUrl.optional(),
+  MCP_URL: publicUrl.optional(),
+  AGENCY_MCP_URL: publicUrl.optional(),
+  AUTH_URL: publicUrl.optional(),
+  DATA_DIR: z.string().min(1).default('./.data'),
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    .optional(),
+  DATABASE_POOL_SIZE: positiveInt.max(200).default(10),
+  REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
+    .optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  TRUST_PROXY: onOff.default(false),
+  SIGNING_ALG: z.enum(['RS256', 'ES256']).default('RS256'),
+  SESSION_TTL_SECONDS: positiveInt.default(30 * 24 * 3600),
+  TOKEN_CACHE_SIZE: z.coerce.number().int().min(0).default(10_000),
+  LIVENESS_CACHE_SECONDS: seconds.max(300).default(5),
+  BODY_LIMIT_BYTES: positiveInt.max(10 * 1024 * 1024).default(64 * 1024),
+  MAX_HEADER_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(1024 * 1024)
+    .default(16 * 1024),
+  SIGNIN_LIMIT_PER_USERNAME: positiveInt.default(10),
+  SIGNIN_LIMIT_PER_IP: positiveInt.default(100),
+  SIGNIN_LIMIT_WINDOW_SECONDS: positiveInt.default(15 * 60),
+  SHUTDOWN_TIMEOUT_SECONDS: positiveInt.max(600).default(10),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+export type Surface = 'api' | 'mcp' | 'agency-mcp' | 'auth';
+export const SURFACES: readonly Surface[] = ['api', 'mcp', 'agency-mcp', 'auth'];
+
+export interface Config {
+  env: Env['NODE_ENV'];
+  production: boolean;
+  host: string;
+  ports: Record<Surface, number>;
+  /** Public URLs; a surface listening on port 0 gets its URL once the port is known (see `app.ts`). */
+  urls: Record<Surface, string | undefined>;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  databasePoolSize: number;
+  redisUrl: string | undefined;
+  logLevel: Env['LOG_LEVEL'];
+  trustProxy: boolean;
+  signingAlg: Env['SIGNING_ALG'];
+  sessionTtlSeconds: number;
+  tokenCacheSize: number;
+  livenessCacheSeconds: number;
+  bodyLimitBytes: number;
+  maxHeaderBytes: number;
+  signinLimit: { perUsername: number; perIp: number; windowSeconds: number };
+  shutdownTimeoutSeconds: number;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Parses the environment; throws a ConfigError whose message is one line naming the variable and what is allowed. */
+export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
+  const known = Object.fromEntries(
+    Object.keys(envSchema.shape).map((k) => [k, source[k] === '' ? undefined : source[k]]),
+  );
+  const parsed = envSchema.safeParse(known);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const variable = String(issue.path[0] ?? 'environment');
+    throw new ConfigError(`Invalid ${variable}=${JSON.stringify(source[variable])}: ${describe(issue)}`);
+  }
+  return fromEnv(parsed.data);
+}
+
+function describe(issue: z.core.$ZodIssue): string {
+  if (issue.code === 'invalid_value') return `allowed values are ${issue.values.map(String).join(', ')}`;
+  return issue.message;
+}
+
+function fromEnv(e: Env): Config {
+  const ports: Record<Surface, number> = {
+    api: e.API_PORT,
+    mcp: e.MCP_PORT,
+    'agency-mcp': e.AGENCY_MCP_PORT,
+    auth: e.AUTH_PORT,
+  };
+  const loopbackUrl = (p: number) => (p === 0 ? undefined : `http://${urlHost(e.HOST)}:${p}`);
+  return {
+    env: e.NODE_ENV,
+    production: e.NODE_ENV === 'production',
+    host: e.HOST,
+    ports,
+    urls: {
+      api: e.BASE_URL ?? loopbackUrl(ports.api),
+      mcp: e.MCP_URL ?? loopbackUrl(ports.mcp),
+      'agency-mcp': e.AGENCY_MCP_URL ?? loopbackUrl(ports['agency-mcp']),
+      auth: e.AUTH_URL ?? loopbackUrl(ports.auth),
+    },
+    dataDir: e.DATA_DIR,
+    databaseUrl: e.DATABASE_URL,
+    databasePoolSize: e.DATABASE_POOL_SIZE,
+    redisUrl: e.REDIS_URL,
+    logLevel: e.LOG_LEVEL,
+    trustProxy: e.TRUST_PROXY,
+    signingAlg: e.SIGNING_ALG,
+    sessionTtlSeconds: e.SESSION_TTL_SECONDS,
+    tokenCacheSize: e.TOKEN_CACHE_SIZE,
+    livenessCacheSeconds: e.LIVENESS_CACHE_SECONDS,
+    bodyLimitBytes: e.BODY_LIMIT_BYTES,
+    maxHeaderBytes: e.MAX_HEADER_BYTES,
+    signinLimit: {
+      perUsername: e.SIGNIN_LIMIT_PER_USERNAME,
+      perIp: e.SIGNIN_LIMIT_PER_IP,
+      windowSeconds: e.SIGNIN_LIMIT_WINDOW_SECONDS,
+    },
+    shutdownTimeoutSeconds: e.SHUTDOWN_TIMEOUT_SECONDS,
+  };
+}
+
+/** A listen host as it appears in a URL: the wildcard binds become loopback, IPv6 gets brackets. */
+export function urlHost(host: string): string {
+  if (host === '0.0.0.0' || host === '::') return '127.0.0.1';
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+/** The URL of a surface; only valid once the services are listening. */
+export function urlOf(config: Config, surface: Surface): string {
+  const url = config.urls[surface];
+  if (!url) throw new Error(`URL of surface ${surface} is not known before it listens`);
+  return url;
+}

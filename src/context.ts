@@ -1,0 +1,34 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import { type Config, type Surface, urlOf } from './config/config.js';
+import type { Clock } from './domain/clock.js';
+import type { LimiterFactory } from './http/rate-limit.js';
+import type { Store } from './store/database.js';
+import type { Database } from './store/schema.js';
+import type { LivenessCache } from './tokens/liveness.js';
+import type { SigningKeys } from './tokens/signing-keys.js';
+import type { TokenVerifier } from './tokens/verifier.js';
+import type { VersionRegistry } from './versions/registry.js';
+
+/** What every surface shares: built once per process by `app.ts` and handed to each surface plugin. */
+export interface AppContext {
+  config: Config;
+  store: Store;
+  db: Kysely<Database>;
+  clock: Clock;
+  log: FastifyBaseLogger;
+  keys: SigningKeys;
+  verifier: TokenVerifier;
+  sessionLiveness: LivenessCache;
+  versions: VersionRegistry;
+  limiters: LimiterFactory;
+}
+
+/** Public URLs of the surfaces and of the resources they protect (RFC 8707 resource indicators). */
+export const urls = {
+  issuer: (c: Config) => urlOf(c, 'auth'),
+  api: (c: Config) => urlOf(c, 'api'),
+  mcpResource: (c: Config) => `${urlOf(c, 'mcp')}/mcp`,
+  agencyMcpResource: (c: Config) => `${urlOf(c, 'agency-mcp')}/mcp`,
+  of: (c: Config, s: Surface) => urlOf(c, s),
+};

@@ -1,0 +1,43 @@
+import type { Kysely } from 'kysely';
+import type { Database, SessionsTable } from '../store/schema.js';
+import type { Clock } from './clock.js';
+import { newId } from './ids.js';
+
+export type SessionRow = SessionsTable;
+
+export async function createSession(
+  db: Kysely<Database>,
+  clock: Clock,
+  userId: string,
+  ttlSeconds: number,
+): Promise<SessionRow> {
+  const now = clock.now();
+  const row: SessionRow = {
+    id: newId('ses'),
+    user_id: userId,
+    created_at: now,
+    expires_at: now + ttlSeconds * 1000,
+    revoked_at: null,
+  };
+  await db.insertInto('sessions').values(row).execute();
+  return row;
+}
+
+/** Marks a session revoked; idempotent (the first revocation time is kept). */
+export async function revokeSession(db: Kysely<Database>, clock: Clock, sessionId: string): Promise<void> {
+  await db
+    .updateTable('sessions')
+    .set({ revoked_at: clock.now() })
+    .where('id', '=', sessionId)
+    .where('revoked_at', 'is', null)
+    .execute();
+}
+
+export async function isSessionLive(db: Kysely<Database>, clock: Clock, sessionId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('sessions')
+    .select(['expires_at', 'revoked_at'])
+    .where('id', '=', sessionId)
+    .executeTakeFirst();
+  return row !== undefined && row.revoked_at === null && row.expires_at > clock.now();
+}

@@ -1,0 +1,73 @@
+import type { Kysely } from 'kysely';
+import type { Database, UsersTable } from '../store/schema.js';
+import type { Clock } from './clock.js';
+import { newId } from './ids.js';
+import { hashPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, verifyPassword } from './passwords.js';
+
+export type UserRow = UsersTable;
+
+/** Public handle: lower-case letters, digits, `.`, `_`, `-`; 2–39 characters, starting with a letter or digit. */
+export const USERNAME_PATTERN = /^[a-z0-9][a-z0-9._-]{1,38}$/;
+
+export class UserInputError extends Error {
+  override name = 'UserInputError';
+  constructor(
+    readonly param: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface NewUser {
+  username: string;
+  password: string;
+  imageUrl?: string | null;
+  apiVersion?: string | null;
+}
+
+export async function createUser(db: Kysely<Database>, clock: Clock, input: NewUser): Promise<UserRow> {
+  if (!USERNAME_PATTERN.test(input.username)) {
+    throw new UserInputError('username', 'username must be 2–39 lower-case letters, digits, ".", "_" or "-"');
+  }
+  if (input.password.length < MIN_PASSWORD_LENGTH || input.password.length > MAX_PASSWORD_LENGTH) {
+    throw new UserInputError(
+      'password',
+      `password must be ${MIN_PASSWORD_LENGTH} to ${MAX_PASSWORD_LENGTH} characters`,
+    );
+  }
+  if (input.imageUrl != null && !/^https?:\/\//.test(input.imageUrl)) {
+    throw new UserInputError('image_url', 'image_url must be an http(s) URL');
+  }
+  const row: UserRow = {
+    id: newId('usr'),
+    username: input.username,
+    image_url: input.imageUrl ?? null,
+    password_hash: await hashPassword(input.password),
+    api_version: input.apiVersion ?? null,
+    created_at: clock.now(),
+  };
+  const existing = await findUserByUsername(db, input.username);
+  if (existing) throw new UserInputError('username', `username ${input.username} is taken`);
+  await db.insertInto('users').values(row).execute();
+  return row;
+}
+
+export function findUserById(db: Kysely<Database>, id: string): Promise<UserRow | undefined> {
+  return db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export function findUserByUsername(db: Kysely<Database>, username: string): Promise<UserRow | undefined> {
+  return db.selectFrom('users').selectAll().where('username', '=', username).executeTakeFirst();
+}
+
+/** The user whose password this is, or undefined; takes the same time whether or not the username exists. */
+export async function authenticate(
+  db: Kysely<Database>,
+  username: string,
+  password: string,
+): Promise<UserRow | undefined> {
+  const user = await findUserByUsername(db, username);
+  const ok = await verifyPassword(user?.password_hash, password);
+  return ok ? user : undefined;
+}

@@ -1,0 +1,31 @@
+import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { ApiError } from './errors.js';
+
+export interface LimitSpec {
+  keyPrefix: string;
+  points: number;
+  durationSeconds: number;
+}
+
+/** A limiter factory: in memory by default; the app swaps in a Redis-backed one when REDIS_URL is set. */
+export type LimiterFactory = (spec: LimitSpec) => RateLimiterAbstract;
+
+export const memoryLimiters: LimiterFactory = (s) =>
+  new RateLimiterMemory({ keyPrefix: s.keyPrefix, points: s.points, duration: s.durationSeconds });
+
+/** Seconds until a refused caller may try again, at least 1 (the `Retry-After` value, RFC 9110 §10.2.3). */
+export function retryAfterSeconds(res: RateLimiterRes): number {
+  return Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+}
+
+/** Consumes a point, or throws a 429 ApiError with `Retry-After`. Errors of the store itself propagate. */
+export async function consumeOrThrow(limiter: RateLimiterAbstract, key: string, message: string): Promise<void> {
+  try {
+    await limiter.consume(key);
+  } catch (e) {
+    if (e instanceof RateLimiterRes) {
+      throw new ApiError('rate_limited', message, { headers: { 'retry-after': String(retryAfterSeconds(e)) } });
+    }
+    throw e;
+  }
+}

@@ -1,0 +1,59 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import fp from 'fastify-plugin';
+import { ApiError } from './errors.js';
+
+const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+/**
+ * Renders every non-2xx of a REST surface as the SPEC §7 error object: thrown ApiErrors as they are, Fastify's own
+ * errors mapped to catalogue codes, unknown routes as 404 or 405 (with `Allow`), anything else as a 500 whose
+ * details go to the log under the request id and never into the body.
+ */
+export const restErrors = fp(
+  async (app: FastifyInstance) => {
+    app.setErrorHandler((error, request, reply) =>
+      sendApiError(request, reply, toApiError(error as FastifyError | Error, request)),
+    );
+
+    app.setNotFoundHandler((request, reply) => {
+      const path = request.url.split('?')[0] ?? '/';
+      const allowed = METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
+      if (allowed.length === 0) {
+        return sendApiError(request, reply, new ApiError('route_not_found', `No route for ${request.method} ${path}`));
+      }
+      return sendApiError(
+        request,
+        reply,
+        new ApiError('method_not_allowed', `${request.method} is not allowed on ${path}; use ${allowed.join(', ')}`, {
+          headers: { allow: allowed.join(', ') },
+        }),
+      );
+    });
+  },
+  { name: 'rest-errors' },
+);
+
+export function sendApiError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
+  if (error.options.headers) reply.headers(error.options.headers);
+  return reply.code(error.status).type('application/json; charset=utf-8').send(error.body(request.id));
+}
+
+function toApiError(error: FastifyError | Error, request: FastifyRequest): ApiError {
+  if (error instanceof ApiError) return error;
+  const e = error as FastifyError;
+  switch (e.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError('body_too_large', 'The request body is too large');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError('unsupported_media_type', 'Send the body as application/json', { param: 'content-type' });
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new ApiError('invalid_json', 'The request body is not valid JSON');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new ApiError('invalid_request', 'Content-Length does not match the body', { param: 'content-length' });
+  }
+  if (e.statusCode === 400 && e.validation) return new ApiError('invalid_request', e.message);
+  if (e.statusCode === 503) return new ApiError('service_unavailable', 'The server is shutting down; retry');
+  request.log.error({ err: error }, 'unhandled error');
+  return new ApiError('internal_error', 'An internal error occurred; quote the request id when you report it');
+}

@@ -1,0 +1,80 @@
+import type { Socket } from 'node:net';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import type { Config, Surface } from '../config/config.js';
+import { newId } from '../domain/ids.js';
+import { ApiError, type ErrorCode } from './errors.js';
+
+export interface ServerOptions {
+  surface: Surface;
+  logger: FastifyBaseLogger;
+  /** Headers added to the raw error responses written before a request exists (431, 400 on a broken request). */
+  connectionErrorHeaders?: () => Record<string, string>;
+}
+
+/**
+ * The Fastify instance every surface is built on: request ids (`x-request-id` on every response, never taken from
+ * the caller), the size limits, and JSON error responses for requests Node rejects before Fastify sees them.
+ */
+export function createServer(config: Config, o: ServerOptions): FastifyInstance {
+  const log = o.logger.child({ surface: o.surface });
+  const app = Fastify({
+    loggerInstance: log,
+    genReqId: () => newId('req'),
+    requestIdHeader: false,
+    // Our own one-line-per-request log below replaces Fastify's two lines.
+    logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
+    bodyLimit: config.bodyLimitBytes,
+    http: { maxHeaderSize: config.maxHeaderBytes },
+    trustProxy: config.trustProxy,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
+    clientErrorHandler(err, socket) {
+      writeConnectionError(log, err, socket, o.connectionErrorHeaders?.() ?? {});
+    },
+  });
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    // One line per request for the operator, errors louder; keyed by request id like every other line.
+    const level = reply.statusCode >= 500 ? 'error' : reply.statusCode >= 400 ? 'info' : 'debug';
+    request.log[level](
+      { method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) },
+      'request',
+    );
+  });
+  return app;
+}
+
+/** Node's parser refused the request (headers too large, bad syntax): answer in the error shape, then close. */
+function writeConnectionError(
+  log: FastifyBaseLogger,
+  err: NodeJS.ErrnoException,
+  socket: Socket,
+  extraHeaders: Record<string, string>,
+): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const requestId = newId('req');
+  const [status, code, reason]: [number, ErrorCode, string] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'headers_too_large', 'Request Header Fields Too Large']
+      : [400, 'invalid_request', 'Bad Request'];
+  const message = status === 431 ? 'The request headers are too large' : 'The request could not be parsed';
+  log.info({ request_id: requestId, err_code: err.code }, 'connection error');
+  const body = JSON.stringify(new ApiError(code, message).body(requestId));
+  const headers = {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': String(Buffer.byteLength(body)),
+    'x-request-id': requestId,
+    connection: 'close',
+    ...extraHeaders,
+  };
+  const head = Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}`)
+    .join('\r\n');
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\n${head}\r\n\r\n${body}`);
+}

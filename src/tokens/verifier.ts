@@ -1,0 +1,197 @@
+import { createHash } from 'node:crypto';
+import { decodeProtectedHeader, errors as joseErrors, type JWTPayload, jwtVerify } from 'jose';
+import type { Clock } from '../domain/clock.js';
+import type { LivenessCache } from './liveness.js';
+import { TOKEN_TYPES } from './jwt.js';
+import { Lru } from './lru.js';
+import type { SigningKeys } from './signing-keys.js';
+
+/** Why a token was refused; each maps to an RFC 6750 error and a REST error code at the edge. */
+export type TokenFailure = 'malformed' | 'invalid' | 'expired' | 'not_yet_valid' | 'revoked' | 'wrong_audience';
+
+export class TokenError extends Error {
+  override name = 'TokenError';
+  constructor(
+    readonly failure: TokenFailure,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Who is calling, as proved by a verified token. */
+export type Principal = SessionPrincipal | OAuthPrincipal;
+
+export interface SessionPrincipal {
+  kind: 'session';
+  userId: string;
+  sessionId: string;
+}
+
+export interface OAuthPrincipal {
+  kind: 'oauth';
+  userId: string;
+  clientId: string;
+  scopes: ReadonlySet<string>;
+  /** The connection (grant) this token was minted under, when it has one (DESIGN §3). */
+  connectionId: string | undefined;
+  agencyId: string | undefined;
+  memberId: string | undefined;
+  claims: JWTPayload;
+}
+
+export type TokenKind = Principal['kind'];
+
+interface VerifiedEntry {
+  kind: TokenKind;
+  payload: JWTPayload;
+  audiences: readonly string[];
+  expMs: number;
+  nbfMs: number;
+}
+
+/** Only the algorithms we sign with; `none` and HMAC (alg confusion, RFC 8725 §2.1) never verify. */
+const ALGORITHMS = ['RS256', 'ES256'];
+/** Longer than any token we mint; a bigger bearer string is refused before any parsing. */
+const MAX_TOKEN_LENGTH = 8192;
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+export interface VerifierOptions {
+  issuer: () => string;
+  keys: SigningKeys;
+  clock: Clock;
+  cacheSize: number;
+  sessions: LivenessCache;
+  /** Connection liveness, when the store has connections (OAuth tokens carry `cid`). */
+  connections?: LivenessCache;
+}
+
+/**
+ * Verifies bearer JWTs for every resource server in the process. Signature, issuer, type and times are checked once
+ * and cached by a hash of the token until its `exp` (DESIGN §4); audience and liveness are checked on every call.
+ */
+export class TokenVerifier {
+  private readonly cache: Lru<string, VerifiedEntry>;
+
+  constructor(private readonly o: VerifierOptions) {
+    this.cache = new Lru(o.cacheSize);
+  }
+
+  setConnectionLiveness(connections: LivenessCache): void {
+    this.o.connections = connections;
+  }
+
+  /** Verifies `token` for `audience`; accepts only the token kinds in `accept`. Throws TokenError. */
+  async verify(token: string, audience: string, accept: readonly TokenKind[]): Promise<Principal> {
+    const entry = await this.verified(token);
+    const now = this.o.clock.now();
+    if (entry.expMs <= now) throw new TokenError('expired', 'The access token expired');
+    if (entry.nbfMs > now) throw new TokenError('not_yet_valid', 'The access token is not valid yet');
+    if (!accept.includes(entry.kind)) throw new TokenError('invalid', 'This kind of token is not accepted here');
+    if (!entry.audiences.includes(audience)) {
+      throw new TokenError('wrong_audience', 'The access token was issued for another audience');
+    }
+    const principal = toPrincipal(entry);
+    await this.assertLive(principal);
+    return principal;
+  }
+
+  private async assertLive(p: Principal): Promise<void> {
+    if (p.kind === 'session') {
+      if (!(await this.o.sessions.isLive(p.sessionId))) throw new TokenError('revoked', 'The session has ended');
+    } else if (p.connectionId !== undefined) {
+      const live = this.o.connections ? await this.o.connections.isLive(p.connectionId) : false;
+      if (!live) throw new TokenError('revoked', 'The connection behind this token has ended');
+    }
+  }
+
+  private async verified(token: string): Promise<VerifiedEntry> {
+    if (token.length > MAX_TOKEN_LENGTH || !JWT_SHAPE.test(token)) {
+      throw new TokenError('malformed', 'The access token is not a JWT');
+    }
+    const key = createHash('sha256').update(token).digest('base64url');
+    const cached = this.cache.get(key);
+    if (cached) return cached;
+    const entry = await this.verifySignature(token);
+    this.cache.set(key, entry);
+    return entry;
+  }
+
+  private async verifySignature(token: string): Promise<VerifiedEntry> {
+    let header: ReturnType<typeof decodeProtectedHeader>;
+    try {
+      header = decodeProtectedHeader(token);
+    } catch {
+      throw new TokenError('malformed', 'The access token is not a JWT');
+    }
+    const kind = kindOf(header.typ);
+    if (!kind) throw new TokenError('invalid', 'The access token has an unexpected type');
+    if (typeof header.alg !== 'string' || !ALGORITHMS.includes(header.alg)) {
+      throw new TokenError('invalid', 'The access token is not signed with an accepted algorithm');
+    }
+    const publicKey = typeof header.kid === 'string' && (await this.o.keys.verificationKey(header.kid, header.alg));
+    if (!publicKey) throw new TokenError('invalid', 'The access token was not signed by a known key');
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, publicKey, {
+        issuer: this.o.issuer(),
+        algorithms: [header.alg],
+        currentDate: new Date(this.o.clock.now()),
+        requiredClaims: kind === 'session' ? ['sub', 'exp', 'iat', 'sid'] : ['sub', 'exp', 'iat', 'jti', 'client_id'],
+      }));
+    } catch (e) {
+      throw mapJoseError(e);
+    }
+    if (typeof payload.sub !== 'string' || payload.exp === undefined) {
+      throw new TokenError('invalid', 'The access token lacks a subject');
+    }
+    const aud = payload.aud;
+    return {
+      kind,
+      payload,
+      audiences: Array.isArray(aud) ? aud : typeof aud === 'string' ? [aud] : [],
+      expMs: payload.exp * 1000,
+      nbfMs: (payload.nbf ?? 0) * 1000,
+    };
+  }
+}
+
+function kindOf(typ: string | undefined): TokenKind | undefined {
+  const t = typ?.toLowerCase().replace(/^application\//, '');
+  if (t === TOKEN_TYPES.session) return 'session';
+  // RFC 9068 §4: resource servers MUST check that typ is at+jwt (application/at+jwt).
+  if (t === TOKEN_TYPES.access) return 'oauth';
+  return undefined;
+}
+
+function mapJoseError(e: unknown): TokenError {
+  if (e instanceof joseErrors.JWTExpired) return new TokenError('expired', 'The access token expired');
+  if (e instanceof joseErrors.JWTClaimValidationFailed) {
+    if (e.claim === 'nbf' || e.claim === 'iat') {
+      return new TokenError('not_yet_valid', 'The access token is not valid yet');
+    }
+    if (e.claim === 'iss') return new TokenError('invalid', 'The access token was issued by another issuer');
+    return new TokenError('invalid', `The access token's ${e.claim} claim is invalid`);
+  }
+  if (e instanceof joseErrors.JWSSignatureVerificationFailed) {
+    return new TokenError('invalid', 'The access token signature is invalid');
+  }
+  return new TokenError('invalid', 'The access token is invalid');
+}
+
+function toPrincipal(e: VerifiedEntry): Principal {
+  const p = e.payload;
+  const userId = p.sub as string;
+  if (e.kind === 'session') return { kind: 'session', userId, sessionId: String(p['sid']) };
+  const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
+  return {
+    kind: 'oauth',
+    userId,
+    clientId: String(p['client_id']),
+    scopes: new Set(typeof p['scope'] === 'string' ? p['scope'].split(' ').filter(Boolean) : []),
+    connectionId: str(p['cid']),
+    agencyId: str(p['agency_id']),
+    memberId: str(p['member_id']),
+    claims: p,
+  };
+}

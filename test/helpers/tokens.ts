@@ -1,0 +1,57 @@
+import { generateKeyPair, SignJWT } from 'jose';
+import type { AppContext } from '../../src/context.js';
+import { toEpochSeconds } from '../../src/domain/clock.js';
+import { signJwt, TOKEN_TYPES } from '../../src/tokens/jwt.js';
+
+/** An OAuth access token (RFC 9068) minted with the server's real signing key, as the AS would mint it. */
+export function mintAccessToken(
+  ctx: AppContext,
+  o: { userId: string; audience: string; scope: string; clientId?: string; lifetimeSeconds?: number; claims?: Record<string, unknown> },
+): Promise<string> {
+  return signJwt(ctx.keys, ctx.clock, {
+    typ: TOKEN_TYPES.access,
+    issuer: ctx.config.urls.auth!,
+    subject: o.userId,
+    audience: o.audience,
+    lifetimeSeconds: o.lifetimeSeconds ?? 3600,
+    claims: { client_id: o.clientId ?? 'test-client', scope: o.scope, ...o.claims },
+  });
+}
+
+/** A JWT signed with the server's real key but with header and claims under the test's control. */
+export async function signWithServerKey(
+  ctx: AppContext,
+  header: Record<string, unknown>,
+  claims: Record<string, unknown>,
+): Promise<string> {
+  const key = await ctx.keys.signingKey();
+  return new SignJWT(claims).setProtectedHeader({ alg: key.alg, kid: key.kid, ...header }).sign(key.privateKey);
+}
+
+export function baseClaims(ctx: AppContext, userId: string, audience: string, sid: string) {
+  const now = toEpochSeconds(ctx.clock.now());
+  return { iss: ctx.config.urls.auth, sub: userId, aud: audience, iat: now, nbf: now, exp: now + 600, jti: 'j1', sid };
+}
+
+const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+
+/** `alg: none` (RFC 7519 §6): an unsecured JWT with an empty signature. */
+export function unsignedToken(claims: Record<string, unknown>, typ: string): string {
+  return `${b64({ alg: 'none', typ })}.${b64(claims)}.`;
+}
+
+/** HS256 keyed with the server's public JWK: the classic algorithm-confusion forgery (RFC 8725 §2.1). */
+export async function hs256WithPublicKey(ctx: AppContext, claims: Record<string, unknown>, typ: string) {
+  const jwks = await ctx.keys.jwks();
+  const jwk = jwks.keys[0]!;
+  const secret = new TextEncoder().encode(JSON.stringify(jwk));
+  return new SignJWT(claims).setProtectedHeader({ alg: 'HS256', kid: jwk.kid, typ }).sign(secret);
+}
+
+/** A well-formed token signed by a key the server has never published. */
+export async function signedByUnknownKey(claims: Record<string, unknown>, typ: string): Promise<string> {
+  const { privateKey } = await generateKeyPair('RS256');
+  return new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: 'not-a-known-kid', typ }).sign(privateKey);
+}
+
+export { TOKEN_TYPES };
