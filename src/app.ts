@@ -68,7 +68,11 @@ export async function startServices(config: Config, o: StartOptions = {}): Promi
   return { ctx, servers, close: () => shutdown(ctx, servers) };
 }
 
-export async function createContext(config: Config, log: FastifyBaseLogger, o: StartOptions = {}): Promise<AppContext> {
+export async function createContext(
+  config: Config,
+  log: FastifyBaseLogger,
+  o: StartOptions = {},
+): Promise<AppContext> {
   const store = openStore(config);
   try {
     return await buildContext(config, log, store, o);
@@ -78,7 +82,12 @@ export async function createContext(config: Config, log: FastifyBaseLogger, o: S
   }
 }
 
-async function buildContext(config: Config, log: FastifyBaseLogger, store: Store, o: StartOptions): Promise<AppContext> {
+async function buildContext(
+  config: Config,
+  log: FastifyBaseLogger,
+  store: Store,
+  o: StartOptions,
+): Promise<AppContext> {
   const clock = o.clock ?? systemClock;
   const applied = await migrateToLatest(store.db);
   if (applied.length) log.info({ migrations: applied.map((m) => m.migrationName) }, 'migrations applied');

@@ -29,7 +29,7 @@ export function buildOpenApi(config: Config, versions: VersionRegistry): Record<
       version: versions.latest,
       summary: 'Act as one signed-in user: read the profile of the user who owns the token.',
       description:
-        'Responses are shaped by the dated version in the `Svc-Version` request header, else the caller\'s pinned version, else the baseline ' +
+        "Responses are shaped by the dated version in the `Svc-Version` request header, else the caller's pinned version, else the baseline " +
         `\`${versions.baseline}\`. Errors share one shape; branch on \`error.code\`.`,
     },
     servers: [{ url: urls.api(config) }],
@@ -74,7 +74,8 @@ export function buildOpenApi(config: Config, versions: VersionRegistry): Record<
           name: VERSION_HEADER,
           in: 'header',
           required: false,
-          description: 'The API version to render the response in. Absent: your pinned version, else the baseline.',
+          description:
+            'The API version to render the response in. Absent: your pinned version, else the baseline.',
           schema: { type: 'string', enum: [...versions.ids] },
         },
       },

@@ -61,14 +61,17 @@ export async function apiSurface(app: FastifyInstance, ctx: AppContext): Promise
   let openApi: string | undefined;
   app.get('/openapi.json', async (_request, reply) => {
     openApi ??= JSON.stringify(buildOpenApi(ctx.config, ctx.versions));
-    return reply.type('application/json; charset=utf-8').header('cache-control', 'public, max-age=300').send(openApi);
+    return reply
+      .type('application/json; charset=utf-8')
+      .header('cache-control', 'public, max-age=300')
+      .send(openApi);
   });
 }
 
 async function currentUser(ctx: AppContext, principal: Principal) {
   const user = await findUserById(ctx.db, principal.userId);
   // The token verified but its user is gone: the credential is dead, not the route.
-  if (!user) throw authenticationError('revoked', 'The user of this token no longer exists', urls.api(ctx.config));
+  if (!user)
+    throw authenticationError('revoked', 'The user of this token no longer exists', urls.api(ctx.config));
   return user;
 }
-

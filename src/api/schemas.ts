@@ -8,7 +8,13 @@ export const HealthSchema = z
   })
   .describe('The process is serving.');
 
-const ERROR_TYPES = ['invalid_request_error', 'authentication_error', 'permission_error', 'rate_limit_error', 'api_error'] as const;
+const ERROR_TYPES = [
+  'invalid_request_error',
+  'authentication_error',
+  'permission_error',
+  'rate_limit_error',
+  'api_error',
+] as const;
 
 export const ErrorBodySchema = z
   .object({

@@ -37,11 +37,19 @@ export async function sessionRoutes(app: FastifyInstance, ctx: AppContext): Prom
     // Refuse before checking the password once a username has had too many failures: no guessing while blocked.
     const failures = await failuresByUsername.get(username);
     if (failures && failures.remainingPoints <= 0) {
-      await consumeOrThrow(failuresByUsername, username, 'Too many failed sign-ins for this username; retry later');
+      await consumeOrThrow(
+        failuresByUsername,
+        username,
+        'Too many failed sign-ins for this username; retry later',
+      );
     }
     const user = await authenticate(ctx.db, username, password);
     if (!user) {
-      await consumeOrThrow(failuresByUsername, username, 'Too many failed sign-ins for this username; retry later');
+      await consumeOrThrow(
+        failuresByUsername,
+        username,
+        'Too many failed sign-ins for this username; retry later',
+      );
       throw new ApiError('invalid_credentials', WRONG_CREDENTIALS);
     }
     await failuresByUsername.delete(username);
@@ -59,7 +67,10 @@ export async function sessionRoutes(app: FastifyInstance, ctx: AppContext): Prom
   });
 
   app.delete('/api/sessions/current', async (request, reply) => {
-    const principal = await authenticateRest(ctx, request, { audience: urls.issuer(ctx.config), accept: ['session'] });
+    const principal = await authenticateRest(ctx, request, {
+      audience: urls.issuer(ctx.config),
+      accept: ['session'],
+    });
     if (principal.kind !== 'session') throw new Error('unreachable: only session tokens are accepted');
     await revokeSession(ctx.db, ctx.clock, principal.sessionId);
     ctx.sessionLiveness.forget(principal.sessionId);

@@ -35,7 +35,9 @@ const COMMANDS: Record<string, Command> = {
       const store = openStore(config);
       try {
         const results = await migrateToLatest(store.db);
-        console.log(results.length ? results.map((r) => `applied ${r.migrationName}`).join('\n') : 'up to date');
+        console.log(
+          results.length ? results.map((r) => `applied ${r.migrationName}`).join('\n') : 'up to date',
+        );
       } finally {
         await store.close();
       }
@@ -52,7 +54,8 @@ const COMMANDS: Record<string, Command> = {
       }),
   },
   'users create': {
-    usage: 'svc users create --username NAME (--password-stdin | --password PW) [--image-url URL] [--api-version V]',
+    usage:
+      'svc users create --username NAME (--password-stdin | --password PW) [--image-url URL] [--api-version V]',
     summary: 'Create a user. Prefer --password-stdin: arguments are visible to other local users.',
     options: {
       username: { type: 'string', help: 'the public handle' },
@@ -64,7 +67,9 @@ const COMMANDS: Record<string, Command> = {
     run: (v, config) =>
       withContext(config, async (ctx) => {
         const username = required(v, 'username');
-        const password = v['password-stdin'] ? readFileSync(0, 'utf8').replace(/\r?\n$/, '') : required(v, 'password');
+        const password = v['password-stdin']
+          ? readFileSync(0, 'utf8').replace(/\r?\n$/, '')
+          : required(v, 'password');
         const apiVersion = v['api-version'] as string | undefined;
         if (apiVersion !== undefined && !ctx.versions.has(apiVersion)) {
           throw new UsageError(`--api-version must be one of ${ctx.versions.ids.join(', ')}`);
@@ -75,7 +80,9 @@ const COMMANDS: Record<string, Command> = {
           imageUrl: (v['image-url'] as string | undefined) ?? null,
           apiVersion: apiVersion ?? null,
         });
-        console.log(JSON.stringify({ object: 'user', id: user.id, username: user.username, image_url: user.image_url }));
+        console.log(
+          JSON.stringify({ object: 'user', id: user.id, username: user.username, image_url: user.image_url }),
+        );
       }),
   },
   'sessions create': {
@@ -90,7 +97,12 @@ const COMMANDS: Record<string, Command> = {
         const session = await createSession(ctx.db, ctx.clock, user.id, config.sessionTtlSeconds);
         const token = await issueSessionToken(ctx, session);
         console.log(
-          JSON.stringify({ object: 'session', id: session.id, token, expires_at: toRfc3339(session.expires_at) }),
+          JSON.stringify({
+            object: 'session',
+            id: session.id,
+            token,
+            expires_at: toRfc3339(session.expires_at),
+          }),
         );
       }),
   },
@@ -126,9 +138,13 @@ function parseSurfaces(value: unknown): Surface[] | undefined {
 
 /** Runs a one-off command with the same context as the server (migrated store, keys), then closes it. */
 async function withContext(config: Config, fn: (ctx: AppContext) => Promise<void>): Promise<void> {
-  const ctx = await createContext({ ...config, logLevel: 'warn' }, createLogger({ ...config, logLevel: 'warn' }), {
-    seedDemoIfEmpty: false,
-  });
+  const ctx = await createContext(
+    { ...config, logLevel: 'warn' },
+    createLogger({ ...config, logLevel: 'warn' }),
+    {
+      seedDemoIfEmpty: false,
+    },
+  );
   try {
     await fn(ctx);
   } finally {
@@ -172,10 +188,26 @@ function help(name?: string): string {
   if (name && COMMANDS[name]) {
     const c = COMMANDS[name]!;
     const opts = Object.entries(c.options).map(([k, o]) => `  --${k.padEnd(16)} ${o.help}`);
-    return [`Usage: ${c.usage}`, '', c.summary, '', 'Options:', ...opts, `  --${'help'.padEnd(16)} show this help`].join('\n');
+    return [
+      `Usage: ${c.usage}`,
+      '',
+      c.summary,
+      '',
+      'Options:',
+      ...opts,
+      `  --${'help'.padEnd(16)} show this help`,
+    ].join('\n');
   }
   const list = Object.entries(COMMANDS).map(([k, c]) => `  ${k.padEnd(16)} ${c.summary}`);
-  return ['Usage: svc <command> [options]', '', 'Commands:', ...list, '', 'Settings come from the environment; see the README.', "Run 'svc <command> --help' for a command's options."].join('\n');
+  return [
+    'Usage: svc <command> [options]',
+    '',
+    'Commands:',
+    ...list,
+    '',
+    'Settings come from the environment; see the README.',
+    "Run 'svc <command> --help' for a command's options.",
+  ].join('\n');
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -205,7 +237,12 @@ export async function main(argv: string[]): Promise<number> {
     await command.run(values, loadConfig());
     return 0;
   } catch (e) {
-    if (e instanceof ConfigError || e instanceof UsageError || e instanceof UserInputError || e instanceof DemoSeedRefused) {
+    if (
+      e instanceof ConfigError ||
+      e instanceof UsageError ||
+      e instanceof UserInputError ||
+      e instanceof DemoSeedRefused
+    ) {
       console.error(`svc: ${e.message}`);
       return 2;
     }

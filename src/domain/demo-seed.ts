@@ -16,10 +16,15 @@ export class DemoSeedRefused extends Error {
 
 /** Seeds the demo data. Idempotent: accounts that exist are left as they are. */
 export async function seedDemo(db: Kysely<Database>, clock: Clock, production: boolean): Promise<string[]> {
-  if (production) throw new DemoSeedRefused('The demo seed has published passwords and is never run in production');
+  if (production)
+    throw new DemoSeedRefused('The demo seed has published passwords and is never run in production');
   const created: string[] = [];
   for (const u of DEMO_USERS) {
-    const exists = await db.selectFrom('users').select('id').where('username', '=', u.username).executeTakeFirst();
+    const exists = await db
+      .selectFrom('users')
+      .select('id')
+      .where('username', '=', u.username)
+      .executeTakeFirst();
     if (exists) continue;
     await createUser(db, clock, { username: u.username, password: u.password });
     created.push(u.username);

@@ -16,7 +16,19 @@ export function randomAlphanumeric(length: number): string {
   return out;
 }
 
-export type IdPrefix = 'usr' | 'ses' | 'agy' | 'mem' | 'cli' | 'prj' | 'tsk' | 'not' | 'con' | 'evt' | 'key' | 'req';
+export type IdPrefix =
+  | 'usr'
+  | 'ses'
+  | 'agy'
+  | 'mem'
+  | 'cli'
+  | 'prj'
+  | 'tsk'
+  | 'not'
+  | 'con'
+  | 'evt'
+  | 'key'
+  | 'req';
 
 /** A prefixed id such as `usr_3kTMd9...`: 22 random characters, about 131 bits. */
 export function newId(prefix: IdPrefix): string {

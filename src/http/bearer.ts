@@ -23,11 +23,13 @@ export function extractBearer(request: IncomingMessage): string {
   let value: string | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     if (raw[i]!.length === 13 && raw[i]!.toLowerCase() === 'authorization') {
-      if (value !== undefined) throw new BearerError('invalid_request', 'Send one Authorization header, not several');
+      if (value !== undefined)
+        throw new BearerError('invalid_request', 'Send one Authorization header, not several');
       value = raw[i + 1]!;
     }
   }
-  if (value === undefined) throw new BearerError('missing', 'No bearer token; send Authorization: Bearer <token>');
+  if (value === undefined)
+    throw new BearerError('missing', 'No bearer token; send Authorization: Bearer <token>');
   const match = BEARER.exec(value);
   if (!match) {
     const why = /^bearer\s*$/i.test(value)

@@ -17,20 +17,49 @@ interface CatalogueEntry {
 }
 
 export const ERROR_CATALOGUE = {
-  invalid_request: { status: 400, type: 'invalid_request_error', meaning: 'A parameter or the body is invalid; `param` names it.' },
+  invalid_request: {
+    status: 400,
+    type: 'invalid_request_error',
+    meaning: 'A parameter or the body is invalid; `param` names it.',
+  },
   invalid_json: { status: 400, type: 'invalid_request_error', meaning: 'The body is not valid JSON.' },
   invalid_api_version: {
     status: 400,
     type: 'invalid_request_error',
-    meaning: 'The `Svc-Version` header is malformed, unknown, empty or repeated; the message lists the supported versions.',
+    meaning:
+      'The `Svc-Version` header is malformed, unknown, empty or repeated; the message lists the supported versions.',
   },
   route_not_found: { status: 404, type: 'invalid_request_error', meaning: 'No route has this path.' },
-  resource_not_found: { status: 404, type: 'invalid_request_error', meaning: 'The object named in the path does not exist or is not yours.' },
-  method_not_allowed: { status: 405, type: 'invalid_request_error', meaning: 'The path exists but not with this method; `Allow` lists the methods.' },
-  conflict: { status: 409, type: 'invalid_request_error', meaning: 'The request conflicts with existing data (for example a taken username).' },
-  body_too_large: { status: 413, type: 'invalid_request_error', meaning: 'The body is larger than BODY_LIMIT_BYTES.' },
-  unsupported_media_type: { status: 415, type: 'invalid_request_error', meaning: 'The body is not `application/json`.' },
-  headers_too_large: { status: 431, type: 'invalid_request_error', meaning: 'The request headers are larger than MAX_HEADER_BYTES.' },
+  resource_not_found: {
+    status: 404,
+    type: 'invalid_request_error',
+    meaning: 'The object named in the path does not exist or is not yours.',
+  },
+  method_not_allowed: {
+    status: 405,
+    type: 'invalid_request_error',
+    meaning: 'The path exists but not with this method; `Allow` lists the methods.',
+  },
+  conflict: {
+    status: 409,
+    type: 'invalid_request_error',
+    meaning: 'The request conflicts with existing data (for example a taken username).',
+  },
+  body_too_large: {
+    status: 413,
+    type: 'invalid_request_error',
+    meaning: 'The body is larger than BODY_LIMIT_BYTES.',
+  },
+  unsupported_media_type: {
+    status: 415,
+    type: 'invalid_request_error',
+    meaning: 'The body is not `application/json`.',
+  },
+  headers_too_large: {
+    status: 431,
+    type: 'invalid_request_error',
+    meaning: 'The request headers are larger than MAX_HEADER_BYTES.',
+  },
   missing_token: { status: 401, type: 'authentication_error', meaning: 'No bearer token was sent.' },
   invalid_authorization_header: {
     status: 401,
@@ -43,13 +72,41 @@ export const ERROR_CATALOGUE = {
     meaning: 'The token is malformed, badly signed, from another issuer, of another kind, or not valid yet.',
   },
   token_expired: { status: 401, type: 'authentication_error', meaning: 'The token has expired.' },
-  token_revoked: { status: 401, type: 'authentication_error', meaning: 'The session or connection behind the token has ended.' },
-  wrong_audience: { status: 401, type: 'authentication_error', meaning: 'The token was issued for another resource.' },
-  invalid_credentials: { status: 401, type: 'authentication_error', meaning: 'The username or password is wrong (one message for both).' },
-  insufficient_scope: { status: 403, type: 'permission_error', meaning: 'The OAuth token lacks the scope the operation needs.' },
-  rate_limited: { status: 429, type: 'rate_limit_error', meaning: 'Too many requests; `Retry-After` says when to try again.' },
-  internal_error: { status: 500, type: 'api_error', meaning: 'Something failed on our side; quote the request id.' },
-  service_unavailable: { status: 503, type: 'api_error', meaning: 'The server is shutting down or a dependency is down; retry.' },
+  token_revoked: {
+    status: 401,
+    type: 'authentication_error',
+    meaning: 'The session or connection behind the token has ended.',
+  },
+  wrong_audience: {
+    status: 401,
+    type: 'authentication_error',
+    meaning: 'The token was issued for another resource.',
+  },
+  invalid_credentials: {
+    status: 401,
+    type: 'authentication_error',
+    meaning: 'The username or password is wrong (one message for both).',
+  },
+  insufficient_scope: {
+    status: 403,
+    type: 'permission_error',
+    meaning: 'The OAuth token lacks the scope the operation needs.',
+  },
+  rate_limited: {
+    status: 429,
+    type: 'rate_limit_error',
+    meaning: 'Too many requests; `Retry-After` says when to try again.',
+  },
+  internal_error: {
+    status: 500,
+    type: 'api_error',
+    meaning: 'Something failed on our side; quote the request id.',
+  },
+  service_unavailable: {
+    status: 503,
+    type: 'api_error',
+    meaning: 'The server is shutting down or a dependency is down; retry.',
+  },
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

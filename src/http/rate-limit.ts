@@ -19,12 +19,18 @@ export function retryAfterSeconds(res: RateLimiterRes): number {
 }
 
 /** Consumes a point, or throws a 429 ApiError with `Retry-After`. Errors of the store itself propagate. */
-export async function consumeOrThrow(limiter: RateLimiterAbstract, key: string, message: string): Promise<void> {
+export async function consumeOrThrow(
+  limiter: RateLimiterAbstract,
+  key: string,
+  message: string,
+): Promise<void> {
   try {
     await limiter.consume(key);
   } catch (e) {
     if (e instanceof RateLimiterRes) {
-      throw new ApiError('rate_limited', message, { headers: { 'retry-after': String(retryAfterSeconds(e)) } });
+      throw new ApiError('rate_limited', message, {
+        headers: { 'retry-after': String(retryAfterSeconds(e)) },
+      });
     }
     throw e;
   }

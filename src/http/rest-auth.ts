@@ -43,7 +43,11 @@ export async function authenticateRest(
   if (o.scope && principal.kind === 'oauth' && !principal.scopes.has(o.scope)) {
     throw new ApiError('insufficient_scope', `This operation needs the ${o.scope} scope`, {
       headers: {
-        'www-authenticate': bearerChallenge({ realm: o.audience, error: 'insufficient_scope', scope: o.scope }),
+        'www-authenticate': bearerChallenge({
+          realm: o.audience,
+          error: 'insufficient_scope',
+          scope: o.scope,
+        }),
       },
     });
   }

@@ -19,14 +19,22 @@ export const restErrors = fp(
       const path = request.url.split('?')[0] ?? '/';
       const allowed = METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
       if (allowed.length === 0) {
-        return sendApiError(request, reply, new ApiError('route_not_found', `No route for ${request.method} ${path}`));
+        return sendApiError(
+          request,
+          reply,
+          new ApiError('route_not_found', `No route for ${request.method} ${path}`),
+        );
       }
       return sendApiError(
         request,
         reply,
-        new ApiError('method_not_allowed', `${request.method} is not allowed on ${path}; use ${allowed.join(', ')}`, {
-          headers: { allow: allowed.join(', ') },
-        }),
+        new ApiError(
+          'method_not_allowed',
+          `${request.method} is not allowed on ${path}; use ${allowed.join(', ')}`,
+          {
+            headers: { allow: allowed.join(', ') },
+          },
+        ),
       );
     });
   },
@@ -45,15 +53,22 @@ function toApiError(error: FastifyError | Error, request: FastifyRequest): ApiEr
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new ApiError('body_too_large', 'The request body is too large');
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new ApiError('unsupported_media_type', 'Send the body as application/json', { param: 'content-type' });
+      return new ApiError('unsupported_media_type', 'Send the body as application/json', {
+        param: 'content-type',
+      });
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return new ApiError('invalid_json', 'The request body is not valid JSON');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return new ApiError('invalid_request', 'Content-Length does not match the body', { param: 'content-length' });
+      return new ApiError('invalid_request', 'Content-Length does not match the body', {
+        param: 'content-length',
+      });
   }
   if (e.statusCode === 400 && e.validation) return new ApiError('invalid_request', e.message);
   if (e.statusCode === 503) return new ApiError('service_unavailable', 'The server is shutting down; retry');
   request.log.error({ err: error }, 'unhandled error');
-  return new ApiError('internal_error', 'An internal error occurred; quote the request id when you report it');
+  return new ApiError(
+    'internal_error',
+    'An internal error occurred; quote the request id when you report it',
+  );
 }

@@ -40,7 +40,12 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     // One line per request for the operator, errors louder; keyed by request id like every other line.
     const level = reply.statusCode >= 500 ? 'error' : reply.statusCode >= 400 ? 'info' : 'debug';
     request.log[level](
-      { method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) },
+      {
+        method: request.method,
+        url: request.url,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+      },
       'request',
     );
   });

@@ -19,7 +19,9 @@ const PG_INT8 = 20;
 /** Opens the configured engine: PostgreSQL when DATABASE_URL is set, else a SQLite file in DATA_DIR (WAL). */
 export function openStore(config: Pick<Config, 'databaseUrl' | 'dataDir' | 'databasePoolSize'>): Store {
   const db = config.databaseUrl
-    ? new Kysely<Database>({ dialect: new PostgresDialect({ pool: postgresPool(config.databaseUrl, config.databasePoolSize) }) })
+    ? new Kysely<Database>({
+        dialect: new PostgresDialect({ pool: postgresPool(config.databaseUrl, config.databasePoolSize) }),
+      })
     : new Kysely<Database>({ dialect: new SqliteDialect({ database: sqliteFile(config.dataDir) }) });
   return { db, engine: config.databaseUrl ? 'postgres' : 'sqlite', close: () => db.destroy() };
 }
@@ -29,7 +31,9 @@ function postgresPool(connectionString: string, max: number): pg.Pool {
     connectionString,
     max,
     // Times are epoch milliseconds in bigint columns; they fit a JS number exactly.
-    types: { getTypeParser: (oid, format) => (oid === PG_INT8 ? Number : pg.types.getTypeParser(oid, format)) },
+    types: {
+      getTypeParser: (oid, format) => (oid === PG_INT8 ? Number : pg.types.getTypeParser(oid, format)),
+    },
   });
   // An idle client's error (the server restarted) must not crash the process; the pool replaces the client.
   pool.on('error', () => {});

@@ -1,13 +1,19 @@
 import { createHash } from 'node:crypto';
-import { decodeProtectedHeader, errors as joseErrors, type JWTPayload, jwtVerify } from 'jose';
+import { decodeProtectedHeader, type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
 import type { Clock } from '../domain/clock.js';
-import type { LivenessCache } from './liveness.js';
 import { TOKEN_TYPES } from './jwt.js';
+import type { LivenessCache } from './liveness.js';
 import { Lru } from './lru.js';
 import type { SigningKeys } from './signing-keys.js';
 
 /** Why a token was refused; each maps to an RFC 6750 error and a REST error code at the edge. */
-export type TokenFailure = 'malformed' | 'invalid' | 'expired' | 'not_yet_valid' | 'revoked' | 'wrong_audience';
+export type TokenFailure =
+  | 'malformed'
+  | 'invalid'
+  | 'expired'
+  | 'not_yet_valid'
+  | 'revoked'
+  | 'wrong_audience';
 
 export class TokenError extends Error {
   override name = 'TokenError';
@@ -87,7 +93,8 @@ export class TokenVerifier {
     const now = this.o.clock.now();
     if (entry.expMs <= now) throw new TokenError('expired', 'The access token expired');
     if (entry.nbfMs > now) throw new TokenError('not_yet_valid', 'The access token is not valid yet');
-    if (!accept.includes(entry.kind)) throw new TokenError('invalid', 'This kind of token is not accepted here');
+    if (!accept.includes(entry.kind))
+      throw new TokenError('invalid', 'This kind of token is not accepted here');
     if (!entry.audiences.includes(audience)) {
       throw new TokenError('wrong_audience', 'The access token was issued for another audience');
     }
@@ -98,7 +105,8 @@ export class TokenVerifier {
 
   private async assertLive(p: Principal): Promise<void> {
     if (p.kind === 'session') {
-      if (!(await this.o.sessions.isLive(p.sessionId))) throw new TokenError('revoked', 'The session has ended');
+      if (!(await this.o.sessions.isLive(p.sessionId)))
+        throw new TokenError('revoked', 'The session has ended');
     } else if (p.connectionId !== undefined) {
       const live = this.o.connections ? await this.o.connections.isLive(p.connectionId) : false;
       if (!live) throw new TokenError('revoked', 'The connection behind this token has ended');
@@ -129,7 +137,8 @@ export class TokenVerifier {
     if (typeof header.alg !== 'string' || !ALGORITHMS.includes(header.alg)) {
       throw new TokenError('invalid', 'The access token is not signed with an accepted algorithm');
     }
-    const publicKey = typeof header.kid === 'string' && (await this.o.keys.verificationKey(header.kid, header.alg));
+    const publicKey =
+      typeof header.kid === 'string' && (await this.o.keys.verificationKey(header.kid, header.alg));
     if (!publicKey) throw new TokenError('invalid', 'The access token was not signed by a known key');
     let payload: JWTPayload;
     try {
@@ -137,7 +146,8 @@ export class TokenVerifier {
         issuer: this.o.issuer(),
         algorithms: [header.alg],
         currentDate: new Date(this.o.clock.now()),
-        requiredClaims: kind === 'session' ? ['sub', 'exp', 'iat', 'sid'] : ['sub', 'exp', 'iat', 'jti', 'client_id'],
+        requiredClaims:
+          kind === 'session' ? ['sub', 'exp', 'iat', 'sid'] : ['sub', 'exp', 'iat', 'jti', 'client_id'],
       }));
     } catch (e) {
       throw mapJoseError(e);

@@ -53,7 +53,8 @@ export class VersionRegistry {
     const target = this.ids.indexOf(version);
     let out = object;
     for (let i = this.versions.length - 1; i > target; i--) {
-      for (const change of this.versions[i]!.changes) if (change.resource === resource) out = change.down(out);
+      for (const change of this.versions[i]!.changes)
+        if (change.resource === resource) out = change.down(out);
     }
     return out;
   }
@@ -70,11 +71,13 @@ export class VersionRegistry {
     }
     if (values.length === 0) return undefined;
     const supported = `supported versions: ${this.ids.join(', ')}`;
-    const fail = (why: string) => new ApiError('invalid_api_version', `${why}; ${supported}`, { param: VERSION_HEADER });
+    const fail = (why: string) =>
+      new ApiError('invalid_api_version', `${why}; ${supported}`, { param: VERSION_HEADER });
     if (values.length > 1) throw fail(`${VERSION_HEADER} was sent ${values.length} times; send it once`);
     const value = values[0]!.trim();
     if (value === '') throw fail(`${VERSION_HEADER} is empty`);
-    if (!VERSION_FORMAT.test(value)) throw fail(`${VERSION_HEADER} "${value}" is not of the form YYYY-MM-DD.codename`);
+    if (!VERSION_FORMAT.test(value))
+      throw fail(`${VERSION_HEADER} "${value}" is not of the form YYYY-MM-DD.codename`);
     if (!this.has(value)) throw fail(`${VERSION_HEADER} "${value}" is not a supported version`);
     return value;
   }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestServer, signIn, startTestServer } from '../helpers/harness.js';
+import { signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 import { OpenApiChecker } from '../helpers/openapi.js';
 import { rawRequest } from '../helpers/raw-http.js';
 import {
@@ -21,7 +21,13 @@ beforeAll(async () => {
   server = await startTestServer();
   openapi = await OpenApiChecker.fetch(server.url.api);
   session = await signIn(server, 'ada');
-  adaId = (await server.services.ctx.db.selectFrom('users').select('id').where('username', '=', 'ada').executeTakeFirstOrThrow()).id;
+  adaId = (
+    await server.services.ctx.db
+      .selectFrom('users')
+      .select('id')
+      .where('username', '=', 'ada')
+      .executeTakeFirstOrThrow()
+  ).id;
 });
 afterAll(() => server.close());
 
@@ -82,12 +88,24 @@ describe('GET /me refuses bad credentials with 401', () => {
   });
 
   it('another scheme', async () => {
-    await expect401(await me(`Basic ${Buffer.from('ada:x').toString('base64')}`), 'invalid_authorization_header', 'invalid_request');
+    await expect401(
+      await me(`Basic ${Buffer.from('ada:x').toString('base64')}`),
+      'invalid_authorization_header',
+      'invalid_request',
+    );
   });
 
   it('two tokens in one header', async () => {
-    await expect401(await me(`Bearer ${session.token} ${session.token}`), 'invalid_authorization_header', 'invalid_request');
-    await expect401(await me(`Bearer ${session.token}, Bearer ${session.token}`), 'invalid_authorization_header', 'invalid_request');
+    await expect401(
+      await me(`Bearer ${session.token} ${session.token}`),
+      'invalid_authorization_header',
+      'invalid_request',
+    );
+    await expect401(
+      await me(`Bearer ${session.token}, Bearer ${session.token}`),
+      'invalid_authorization_header',
+      'invalid_request',
+    );
   });
 
   it('two Authorization headers', async () => {
@@ -112,7 +130,11 @@ describe('GET /me refuses bad credentials with 401', () => {
 
   it('alg: none', async () => {
     const claims = baseClaims(server.services.ctx, adaId, server.url.api, session.id);
-    await expect401(await me(`Bearer ${unsignedToken(claims, TOKEN_TYPES.session)}`), 'invalid_token', 'invalid_token');
+    await expect401(
+      await me(`Bearer ${unsignedToken(claims, TOKEN_TYPES.session)}`),
+      'invalid_token',
+      'invalid_token',
+    );
   });
 
   it('HS256 signed with the public key (algorithm confusion)', async () => {
@@ -123,7 +145,11 @@ describe('GET /me refuses bad credentials with 401', () => {
 
   it('unknown kid', async () => {
     const claims = baseClaims(server.services.ctx, adaId, server.url.api, session.id);
-    await expect401(await me(`Bearer ${await signedByUnknownKey(claims, TOKEN_TYPES.session)}`), 'invalid_token', 'invalid_token');
+    await expect401(
+      await me(`Bearer ${await signedByUnknownKey(claims, TOKEN_TYPES.session)}`),
+      'invalid_token',
+      'invalid_token',
+    );
   });
 
   it('a tampered signature', async () => {
@@ -141,21 +167,32 @@ describe('GET /me refuses bad credentials with 401', () => {
 
   it('an unexpected typ (a dashboard token is not an access token)', async () => {
     const ctx = server.services.ctx;
-    const token = await signWithServerKey(ctx, { typ: 'dashboard+jwt' }, baseClaims(ctx, adaId, server.url.api, session.id));
+    const token = await signWithServerKey(
+      ctx,
+      { typ: 'dashboard+jwt' },
+      baseClaims(ctx, adaId, server.url.api, session.id),
+    );
     await expect401(await me(`Bearer ${token}`), 'invalid_token', 'invalid_token');
   });
 
   it('expired', async () => {
     const ctx = server.services.ctx;
     const claims = baseClaims(ctx, adaId, server.url.api, session.id);
-    const token = await signWithServerKey(ctx, { typ: TOKEN_TYPES.session }, { ...claims, iat: claims.iat - 700, nbf: claims.nbf - 700, exp: claims.iat - 100 });
+    const token = await signWithServerKey(
+      ctx,
+      { typ: TOKEN_TYPES.session },
+      { ...claims, iat: claims.iat - 700, nbf: claims.nbf - 700, exp: claims.iat - 100 },
+    );
     const error = await expect401(await me(`Bearer ${token}`), 'token_expired', 'invalid_token');
     expect(error['message']).toMatch(/expired/);
   });
 
   it('expires while cached: a token that verified before its exp is refused after it', async () => {
     const ctx = server.services.ctx;
-    const claims = { ...baseClaims(ctx, adaId, server.url.api, session.id), exp: Math.floor(ctx.clock.now() / 1000) + 30 };
+    const claims = {
+      ...baseClaims(ctx, adaId, server.url.api, session.id),
+      exp: Math.floor(ctx.clock.now() / 1000) + 30,
+    };
     const token = await signWithServerKey(ctx, { typ: TOKEN_TYPES.session }, claims);
     expect((await me(`Bearer ${token}`)).status).toBe(200);
     server.clock.advance(31_000);
@@ -169,7 +206,11 @@ describe('GET /me refuses bad credentials with 401', () => {
   it('not yet valid', async () => {
     const ctx = server.services.ctx;
     const claims = baseClaims(ctx, adaId, server.url.api, session.id);
-    const token = await signWithServerKey(ctx, { typ: TOKEN_TYPES.session }, { ...claims, nbf: claims.nbf + 3600 });
+    const token = await signWithServerKey(
+      ctx,
+      { typ: TOKEN_TYPES.session },
+      { ...claims, nbf: claims.nbf + 3600 },
+    );
     await expect401(await me(`Bearer ${token}`), 'invalid_token', 'invalid_token');
   });
 
@@ -181,14 +222,21 @@ describe('GET /me refuses bad credentials with 401', () => {
   });
 
   it('an OAuth token for another resource (the user MCP server)', async () => {
-    const token = await mintAccessToken(server.services.ctx, { userId: adaId, audience: `${server.url.mcp || 'http://127.0.0.1:1'}/mcp`, scope: 'user:read' });
+    const token = await mintAccessToken(server.services.ctx, {
+      userId: adaId,
+      audience: `${server.url.mcp || 'http://127.0.0.1:1'}/mcp`,
+      scope: 'user:read',
+    });
     await expect401(await me(`Bearer ${token}`), 'wrong_audience', 'invalid_token');
   });
 
   it('a revoked session, everywhere at once in this process', async () => {
     const s = await signIn(server, 'linus');
     expect((await me(`Bearer ${s.token}`)).status).toBe(200);
-    const del = await fetch(`${server.url.auth}/api/sessions/current`, { method: 'DELETE', headers: { authorization: `Bearer ${s.token}` } });
+    const del = await fetch(`${server.url.auth}/api/sessions/current`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${s.token}` },
+    });
     expect(del.status).toBe(204);
     await expect401(await me(`Bearer ${s.token}`), 'token_revoked', 'invalid_token');
   });
@@ -197,7 +245,11 @@ describe('GET /me refuses bad credentials with 401', () => {
     const s = await signIn(server, 'grace');
     expect((await me(`Bearer ${s.token}`)).status).toBe(200);
     // Another instance revokes it straight in the shared database; this one learns of it after the cache bound.
-    await server.services.ctx.db.updateTable('sessions').set({ revoked_at: server.clock.now() }).where('id', '=', s.id).execute();
+    await server.services.ctx.db
+      .updateTable('sessions')
+      .set({ revoked_at: server.clock.now() })
+      .where('id', '=', s.id)
+      .execute();
     server.clock.advance(server.config.livenessCacheSeconds * 1000 + 1);
     await expect401(await me(`Bearer ${s.token}`), 'token_revoked', 'invalid_token');
   });
@@ -205,14 +257,22 @@ describe('GET /me refuses bad credentials with 401', () => {
 
 describe('GET /me with OAuth access tokens (RFC 9068)', () => {
   it('accepts a token for this resource with user:read', async () => {
-    const token = await mintAccessToken(server.services.ctx, { userId: adaId, audience: server.url.api, scope: 'user:read' });
+    const token = await mintAccessToken(server.services.ctx, {
+      userId: adaId,
+      audience: server.url.api,
+      scope: 'user:read',
+    });
     const res = await me(`Bearer ${token}`);
     expect(res.status).toBe(200);
     expect(((await openapi.check('GET', '/me', res)) as { id: string }).id).toBe(adaId);
   });
 
   it('refuses a token without user:read with 403 permission_error and insufficient_scope', async () => {
-    const token = await mintAccessToken(server.services.ctx, { userId: adaId, audience: server.url.api, scope: 'agency:mcp:read' });
+    const token = await mintAccessToken(server.services.ctx, {
+      userId: adaId,
+      audience: server.url.api,
+      scope: 'agency:mcp:read',
+    });
     const res = await me(`Bearer ${token}`);
     expect(res.status).toBe(403);
     const body = (await openapi.check('GET', '/me', res)) as { error: Record<string, string> };
@@ -224,17 +284,39 @@ describe('GET /me with OAuth access tokens (RFC 9068)', () => {
   it('refuses an OAuth token whose typ is not at+jwt', async () => {
     const ctx = server.services.ctx;
     const now = Math.floor(ctx.clock.now() / 1000);
-    const token = await signWithServerKey(ctx, { typ: 'JWT' }, { iss: ctx.config.urls.auth, sub: adaId, aud: server.url.api, iat: now, exp: now + 60, jti: 'x', client_id: 'c', scope: 'user:read' });
+    const token = await signWithServerKey(
+      ctx,
+      { typ: 'JWT' },
+      {
+        iss: ctx.config.urls.auth,
+        sub: adaId,
+        aud: server.url.api,
+        iat: now,
+        exp: now + 60,
+        jti: 'x',
+        client_id: 'c',
+        scope: 'user:read',
+      },
+    );
     await expect401(await me(`Bearer ${token}`), 'invalid_token', 'invalid_token');
   });
 
   it('refuses a token whose connection has no liveness record', async () => {
-    const token = await mintAccessToken(server.services.ctx, { userId: adaId, audience: server.url.api, scope: 'user:read', claims: { cid: 'con_doesnotexist' } });
+    const token = await mintAccessToken(server.services.ctx, {
+      userId: adaId,
+      audience: server.url.api,
+      scope: 'user:read',
+      claims: { cid: 'con_doesnotexist' },
+    });
     await expect401(await me(`Bearer ${token}`), 'token_revoked', 'invalid_token');
   });
 
   it('refuses a token whose user no longer exists', async () => {
-    const token = await mintAccessToken(server.services.ctx, { userId: 'usr_gone', audience: server.url.api, scope: 'user:read' });
+    const token = await mintAccessToken(server.services.ctx, {
+      userId: 'usr_gone',
+      audience: server.url.api,
+      scope: 'user:read',
+    });
     await expect401(await me(`Bearer ${token}`), 'token_revoked', 'invalid_token');
   });
 });

@@ -17,7 +17,11 @@ export function rawRequest(
   o: { method?: string; headers?: [string, string][]; body?: string } = {},
 ): Promise<RawResponse> {
   const u = new URL(url);
-  const lines = [`${o.method ?? 'GET'} ${u.pathname}${u.search} HTTP/1.1`, `Host: ${u.host}`, 'Connection: close'];
+  const lines = [
+    `${o.method ?? 'GET'} ${u.pathname}${u.search} HTTP/1.1`,
+    `Host: ${u.host}`,
+    'Connection: close',
+  ];
   for (const [k, v] of o.headers ?? []) lines.push(`${k}: ${v}`);
   if (o.body !== undefined) lines.push(`Content-Length: ${Buffer.byteLength(o.body)}`);
   const payload = `${lines.join('\r\n')}\r\n\r\n${o.body ?? ''}`;
@@ -34,7 +38,7 @@ export function rawRequest(
       for (const line of headerLines) {
         const i = line.indexOf(':');
         const k = line.slice(0, i).toLowerCase();
-        (headers[k] ??= []).push(line.slice(i + 1).trim());
+        headers[k] = [...(headers[k] ?? []), line.slice(i + 1).trim()];
       }
       let body = rest.join('\r\n\r\n');
       if (headers['transfer-encoding']?.[0] === 'chunked') body = dechunk(body);

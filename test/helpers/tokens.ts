@@ -6,7 +6,14 @@ import { signJwt, TOKEN_TYPES } from '../../src/tokens/jwt.js';
 /** An OAuth access token (RFC 9068) minted with the server's real signing key, as the AS would mint it. */
 export function mintAccessToken(
   ctx: AppContext,
-  o: { userId: string; audience: string; scope: string; clientId?: string; lifetimeSeconds?: number; claims?: Record<string, unknown> },
+  o: {
+    userId: string;
+    audience: string;
+    scope: string;
+    clientId?: string;
+    lifetimeSeconds?: number;
+    claims?: Record<string, unknown>;
+  },
 ): Promise<string> {
   return signJwt(ctx.keys, ctx.clock, {
     typ: TOKEN_TYPES.access,
@@ -25,12 +32,23 @@ export async function signWithServerKey(
   claims: Record<string, unknown>,
 ): Promise<string> {
   const key = await ctx.keys.signingKey();
-  return new SignJWT(claims).setProtectedHeader({ alg: key.alg, kid: key.kid, ...header }).sign(key.privateKey);
+  return new SignJWT(claims)
+    .setProtectedHeader({ alg: key.alg, kid: key.kid, ...header })
+    .sign(key.privateKey);
 }
 
 export function baseClaims(ctx: AppContext, userId: string, audience: string, sid: string) {
   const now = toEpochSeconds(ctx.clock.now());
-  return { iss: ctx.config.urls.auth, sub: userId, aud: audience, iat: now, nbf: now, exp: now + 600, jti: 'j1', sid };
+  return {
+    iss: ctx.config.urls.auth,
+    sub: userId,
+    aud: audience,
+    iat: now,
+    nbf: now,
+    exp: now + 600,
+    jti: 'j1',
+    sid,
+  };
 }
 
 const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
@@ -51,7 +69,9 @@ export async function hs256WithPublicKey(ctx: AppContext, claims: Record<string,
 /** A well-formed token signed by a key the server has never published. */
 export async function signedByUnknownKey(claims: Record<string, unknown>, typ: string): Promise<string> {
   const { privateKey } = await generateKeyPair('RS256');
-  return new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: 'not-a-known-kid', typ }).sign(privateKey);
+  return new SignJWT(claims)
+    .setProtectedHeader({ alg: 'RS256', kid: 'not-a-known-kid', typ })
+    .sign(privateKey);
 }
 
 export { TOKEN_TYPES };
