@@ -7,8 +7,8 @@ import { authenticateRest, authenticationError } from '../http/rest-auth.js';
 import { restErrors } from '../http/rest-errors.js';
 import type { Principal } from '../tokens/verifier.js';
 import { VERSION_HEADER } from '../versions/registry.js';
+import { resolveVersion } from '../versions/resolve.js';
 import { buildOpenApi } from './openapi.js';
-import { resolveVersion } from './versioning.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
