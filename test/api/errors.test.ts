@@ -1,0 +1,138 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { OpenApiChecker } from '../helpers/openapi.js';
+import { rawRequest } from '../helpers/raw-http.js';
+
+type ErrorBody = {
+  error: { type: string; code: string; message: string; param?: string; request_id: string };
+};
+
+let server: TestServer;
+let openapi: OpenApiChecker;
+beforeAll(async () => {
+  server = await startTestServer();
+  openapi = await OpenApiChecker.fetch(server.url.api);
+});
+afterAll(() => server.close());
+
+/** Every non-2xx of a REST surface is the SPEC §7 error object, its request_id equal to the x-request-id header. */
+async function expectError(res: Response, status: number, code: string): Promise<ErrorBody['error']> {
+  expect(res.status).toBe(status);
+  expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+  const body = (await res.json()) as ErrorBody;
+  expect(body.error.code).toBe(code);
+  expect(body.error.request_id).toBe(res.headers.get('x-request-id'));
+  expect(body.error.request_id).toMatch(/^req_/);
+  return body.error;
+}
+
+describe('REST error responses', () => {
+  it('unknown route: 404 route_not_found, with Svc-Version', async () => {
+    const res = await fetch(`${server.url.api}/nope`);
+    await expectError(res, 404, 'route_not_found');
+    expect(res.headers.get('svc-version')).toBe('2026-09-24.albus');
+  });
+
+  it('a trailing slash is another route', async () => {
+    await expectError(await fetch(`${server.url.api}/me/`), 404, 'route_not_found');
+  });
+
+  it('wrong method: 405 with Allow', async () => {
+    for (const method of ['POST', 'PUT', 'DELETE', 'PATCH']) {
+      const res = await fetch(`${server.url.api}/me`, { method });
+      const error = await expectError(res, 405, 'method_not_allowed');
+      expect(error.type).toBe('invalid_request_error');
+      expect(res.headers.get('allow')).toBe('GET, HEAD');
+    }
+    const res = await fetch(`${server.url.auth}/api/sessions`, { method: 'GET' });
+    await expectError(res, 405, 'method_not_allowed');
+    expect(res.headers.get('allow')).toBe('POST');
+  });
+
+  it('a 64 KiB header: 431 headers_too_large in the error shape', async () => {
+    const res = await rawRequest(`${server.url.api}/me`, { headers: [['X-Padding', 'a'.repeat(64 * 1024)]] });
+    expect(res.status).toBe(431);
+    const body = res.json() as ErrorBody;
+    expect(body.error).toMatchObject({ type: 'invalid_request_error', code: 'headers_too_large' });
+    expect(body.error.request_id).toBe(res.header('x-request-id'));
+    expect(res.header('svc-version')).toBe('2026-09-24.albus');
+  });
+
+  it('an oversized body: 413 body_too_large', async () => {
+    const res = await fetch(`${server.url.auth}/api/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: 'ada', password: 'x'.repeat(server.config.bodyLimitBytes) }),
+    });
+    await expectError(res, 413, 'body_too_large');
+  });
+
+  it('a non-JSON body where JSON is expected: 400 invalid_json', async () => {
+    const res = await fetch(`${server.url.auth}/api/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"username": "ada", ',
+    });
+    await expectError(res, 400, 'invalid_json');
+  });
+
+  it('JSON that is not an object: 400 invalid_request', async () => {
+    for (const body of ['[]', '"ada"', 'null', '42']) {
+      const res = await fetch(`${server.url.auth}/api/sessions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
+      await expectError(res, 400, 'invalid_request');
+    }
+  });
+
+  it('another media type: 415 unsupported_media_type', async () => {
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml']) {
+      const res = await fetch(`${server.url.auth}/api/sessions`, {
+        method: 'POST',
+        headers: { 'content-type': type },
+        body: 'username=ada&password=ada-demo-password',
+      });
+      const error = await expectError(res, 415, 'unsupported_media_type');
+      expect(error.param).toBe('content-type');
+    }
+  });
+
+  it('a prototype-poisoning body is refused, not merged', async () => {
+    const res = await fetch(`${server.url.auth}/api/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"username":"ada","password":"ada-demo-password","__proto__":{"admin":true}}',
+    });
+    await expectError(res, 400, 'invalid_json');
+  });
+
+  it('every response carries a unique x-request-id that the caller cannot choose', async () => {
+    const res = await fetch(`${server.url.api}/health`, { headers: { 'x-request-id': 'chosen-by-caller' } });
+    expect(res.headers.get('x-request-id')).toMatch(/^req_/);
+  });
+});
+
+describe('an internal failure', () => {
+  let broken: TestServer;
+  beforeAll(async () => {
+    broken = await startTestServer();
+  });
+  afterAll(() => broken.close());
+
+  it('is a 500 api_error with no internals in the body; the log has them under the request id', async () => {
+    const { token } = await signIn(broken, 'ada');
+    await broken.services.ctx.store.close(); // the database goes away under a running server
+    const res = await fetch(`${broken.url.api}/me`, { headers: { authorization: `Bearer ${token}` } });
+    const checker = openapi;
+    expect(res.status).toBe(500);
+    const body = (await checker.check('GET', '/me', res.clone())) as ErrorBody;
+    expect(body.error).toMatchObject({ type: 'api_error', code: 'internal_error' });
+    const text = JSON.stringify(body);
+    expect(text).not.toMatch(/destroyed|stack|at \w+ \(|kysely|sqlite|postgres/i);
+    const logged = broken.logs.lines.find((l) => l['request_id'] === body.error.request_id && l['err']);
+    expect(logged, 'an error log line keyed by the request id').toBeDefined();
+    expect(JSON.stringify(logged)).toMatch(/stack/);
+  });
+});
