@@ -39,7 +39,7 @@ describe('response change modules', () => {
   });
 
   it('leave the latest version untouched, asked for or by default', async () => {
-    for (const headers of [{ 'Svc-Version': BASELINE }, {}]) {
+    for (const headers of [{ 'Svc-Version': BASELINE }, {}] as Record<string, string>[]) {
       const res = await me(headers);
       expect(res.headers.get('svc-version')).toBe(BASELINE);
       expect(await openapi.check('GET', '/me', res)).toEqual({
