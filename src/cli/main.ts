@@ -254,6 +254,3 @@ export async function main(argv: string[]): Promise<number> {
     return 1;
   }
 }
-
-const code = await main(process.argv.slice(2));
-if (code !== 0) process.exit(code);

@@ -104,7 +104,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
 
 function describe(issue: z.core.$ZodIssue): string {
   if (issue.code === 'invalid_value') return `allowed values are ${issue.values.map(String).join(', ')}`;
-  return issue.message;
+  return issue.message.replace(/^Invalid input: /, '');
 }
 
 function fromEnv(e: Env): Config {

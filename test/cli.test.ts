@@ -1,0 +1,130 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { main } from '../src/cli/main.js';
+import { openStore } from '../src/store/database.js';
+import { freshDatabase } from './helpers/harness.js';
+
+let db: Awaited<ReturnType<typeof freshDatabase>>;
+const saved = { ...process.env };
+beforeAll(async () => {
+  db = await freshDatabase();
+  // Vitest exports Vite's BASE_URL ("/") into the environment; the CLI reads the real environment.
+  delete process.env['BASE_URL'];
+  Object.assign(process.env, db.env, { NODE_ENV: 'test', LOG_LEVEL: 'warn' });
+});
+afterAll(async () => {
+  process.env = saved;
+  await db.drop();
+});
+afterEach(() => vi.restoreAllMocks());
+
+/** Runs `svc ...args` in-process and captures what it prints. */
+async function svc(...args: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  vi.spyOn(console, 'log').mockImplementation((...a) => void out.push(a.join(' ')));
+  vi.spyOn(console, 'error').mockImplementation((...a) => void err.push(a.join(' ')));
+  const code = await main(args);
+  vi.restoreAllMocks();
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+describe('svc', () => {
+  it('lists its commands', async () => {
+    const r = await svc('--help');
+    expect(r.code).toBe(0);
+    for (const c of ['start', 'migrate', 'seed-demo', 'users create', 'sessions create', 'keys rotate'])
+      expect(r.out).toContain(c);
+  });
+
+  it.each(['start', 'migrate', 'seed-demo', 'users create', 'sessions create', 'keys rotate'])(
+    '%s --help',
+    async (command) => {
+      const r = await svc(...command.split(' '), '--help');
+      expect(r.code).toBe(0);
+      expect(r.out).toMatch(new RegExp(`^Usage: svc ${command}`));
+    },
+  );
+
+  it('refuses an unknown command or option with usage and exit code 2', async () => {
+    expect((await svc('frobnicate')).code).toBe(2);
+    const r = await svc('migrate', '--force');
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('Usage: svc migrate');
+  });
+
+  it('stops on a bad setting with one line naming the variable', async () => {
+    process.env['API_PORT'] = 'eighty';
+    try {
+      const r = await svc('migrate');
+      expect(r.code).toBe(2);
+      expect(r.err).toBe('svc: Invalid API_PORT="eighty": expected number, received NaN');
+    } finally {
+      delete process.env['API_PORT'];
+    }
+  });
+
+  it('migrates, creates a user, creates a session for them and rotates keys', async () => {
+    expect((await svc('migrate')).code).toBe(0);
+    expect((await svc('migrate')).out).toBe('up to date');
+    const created = await svc(
+      'users',
+      'create',
+      '--username',
+      'marie',
+      '--password',
+      'radium-radium',
+      '--image-url',
+      'https://img.example/m.png',
+    );
+    expect(created.code).toBe(0);
+    expect(JSON.parse(created.out)).toMatchObject({
+      object: 'user',
+      username: 'marie',
+      image_url: 'https://img.example/m.png',
+    });
+    const taken = await svc('users', 'create', '--username', 'marie', '--password', 'radium-radium');
+    expect(taken).toMatchObject({ code: 2, err: 'svc: username marie is taken' });
+    const weak = await svc('users', 'create', '--username', 'pierre', '--password', 'short');
+    expect(weak.code).toBe(2);
+    const session = await svc('sessions', 'create', '--username', 'marie');
+    expect(session.code).toBe(0);
+    expect(JSON.parse(session.out)).toMatchObject({ object: 'session', token: expect.stringMatching(/^ey/) });
+    expect((await svc('sessions', 'create', '--username', 'nobody')).err).toBe('svc: no user named nobody');
+    const rotated = await svc('keys', 'rotate');
+    expect(rotated.out).toMatch(/^signing with new key \w+$/);
+    const store = openStore({
+      databaseUrl: process.env['DATABASE_URL'],
+      dataDir: process.env['DATA_DIR'] ?? '',
+      databasePoolSize: 1,
+    });
+    try {
+      const keys = await store.db.selectFrom('signing_keys').select(['kid', 'retired_at']).execute();
+      expect(keys.filter((k) => k.retired_at === null)).toHaveLength(1);
+      expect(keys.length).toBeGreaterThanOrEqual(2);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('refuses the demo seed in production', async () => {
+    process.env['NODE_ENV'] = 'production';
+    try {
+      const r = await svc('seed-demo');
+      expect(r.code).toBe(2);
+      expect(r.err).toMatch(/never run in production/);
+    } finally {
+      process.env['NODE_ENV'] = 'test';
+    }
+  });
+
+  it('seeds the demo accounts once', async () => {
+    expect((await svc('seed-demo')).out).toBe('created ada, grace, linus');
+    expect((await svc('seed-demo')).out).toBe('demo already seeded');
+  });
+});
+
+describe('svc users create --password-stdin', () => {
+  it('is documented', async () => {
+    expect((await svc('users', 'create', '--help')).out).toContain('--password-stdin');
+  });
+});

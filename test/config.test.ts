@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config/config.js';
+
+const load = (env: Record<string, string>) => loadConfig(env);
+const failure = (env: Record<string, string>) => {
+  try {
+    load(env);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConfigError);
+    return (e as Error).message;
+  }
+  throw new Error('expected a ConfigError');
+};
+
+describe('configuration from the environment', () => {
+  it('has working defaults: four loopback URLs on ports 4000-4003, embedded database', () => {
+    const c = load({});
+    expect(c.urls).toEqual({
+      api: 'http://127.0.0.1:4000',
+      mcp: 'http://127.0.0.1:4001',
+      'agency-mcp': 'http://127.0.0.1:4002',
+      auth: 'http://127.0.0.1:4003',
+    });
+    expect(c.databaseUrl).toBeUndefined();
+    expect(c.dataDir).toBe('./.data');
+    expect(c.production).toBe(false);
+  });
+
+  it('keeps public URLs apart from listen ports, and strips a trailing slash', () => {
+    const c = load({ API_PORT: '8080', BASE_URL: 'https://api.example.com/' });
+    expect(c.ports.api).toBe(8080);
+    expect(c.urls.api).toBe('https://api.example.com');
+  });
+
+  it('treats an empty variable as unset', () => {
+    expect(load({ API_PORT: '' }).ports.api).toBe(4000);
+  });
+
+  it.each([
+    [{ API_PORT: '70000' }, 'API_PORT'],
+    [{ API_PORT: 'eighty' }, 'API_PORT'],
+    [{ BASE_URL: 'ftp://x.example' }, 'BASE_URL'],
+    [{ AUTH_URL: 'https://auth.example/?x=1' }, 'AUTH_URL'],
+    [{ DATABASE_URL: 'mysql://localhost/db' }, 'DATABASE_URL'],
+    [{ LIVENESS_CACHE_SECONDS: '-1' }, 'LIVENESS_CACHE_SECONDS'],
+    [{ TRUST_PROXY: 'yes' }, 'TRUST_PROXY'],
+  ])('refuses %j with one line naming the variable', (env, variable) => {
+    const message = failure(env);
+    expect(message.startsWith(`Invalid ${variable}=`)).toBe(true);
+    expect(message).not.toContain('\n');
+  });
+
+  it('lists the allowed values of an enumerated setting', () => {
+    expect(failure({ NODE_ENV: 'staging' })).toBe(
+      'Invalid NODE_ENV="staging": allowed values are production, development, test',
+    );
+    expect(failure({ SIGNING_ALG: 'HS256' })).toBe(
+      'Invalid SIGNING_ALG="HS256": allowed values are RS256, ES256',
+    );
+  });
+});

@@ -1,0 +1,92 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { connect } from 'node:net';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDatabase } from './helpers/harness.js';
+
+let db: Awaited<ReturnType<typeof freshDatabase>>;
+let child: ChildProcess;
+let stdout = '';
+let exit: Promise<number | null>;
+
+/** Starts the built CLI exactly as `npm start` does, on ephemeral ports, and waits for its URL lines. */
+beforeAll(async () => {
+  await promisify(execFile)('node_modules/.bin/tsc', ['-p', 'tsconfig.json']);
+  db = await freshDatabase();
+  const env = {
+    ...process.env,
+    ...db.env,
+    API_PORT: '0',
+    MCP_PORT: '0',
+    AGENCY_MCP_PORT: '0',
+    AUTH_PORT: '0',
+    LOG_LEVEL: 'info',
+    NODE_ENV: 'development',
+  };
+  delete env['BASE_URL'];
+  child = spawn(process.execPath, ['bin/svc.js', 'start', '--only', 'api,auth'], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  exit = new Promise((resolve) => child.on('exit', resolve));
+  child.stdout!.on('data', (c: Buffer) => {
+    stdout += c.toString();
+  });
+  child.stderr!.on('data', (c: Buffer) => {
+    stdout += c.toString();
+  });
+  for (let i = 0; i < 200 && !/auth\s+http:\/\/\S+/.test(stdout); i++)
+    await new Promise((r) => setTimeout(r, 50));
+}, 90_000);
+afterAll(async () => {
+  if (child.exitCode === null) child.kill('SIGKILL');
+  await db.drop();
+});
+
+const authUrl = () => new URL(/auth\s+(http:\/\/\S+)/.exec(stdout)![1]!);
+
+it('prints the URLs and seeds the demo on an empty embedded database', () => {
+  expect(stdout).toMatch(/api\s+http:\/\/127\.0\.0\.1:\d+/);
+  expect(stdout).toMatch(/auth\s+http:\/\/127\.0\.0\.1:\d+/);
+});
+
+it('on SIGTERM stops accepting, finishes the request in flight, then exits 0', async () => {
+  const url = authUrl();
+  const body = JSON.stringify({
+    username: process.env['TEST_DATABASE'] === 'postgres' ? 'nobody' : 'ada',
+    password: 'ada-demo-password',
+  });
+  const socket = connect(Number(url.port), url.hostname);
+  const response = new Promise<string>((resolve) => {
+    let text = '';
+    socket.on('data', (c) => {
+      text += c.toString();
+    });
+    socket.on('close', () => resolve(text));
+  });
+  // Headers and half the body: the request is in flight when the signal arrives.
+  socket.write(
+    `POST /api/sessions HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body.slice(0, 10)}`,
+  );
+  await new Promise((r) => setTimeout(r, 200));
+  child.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 300));
+
+  const refused = await new Promise<boolean>((resolve) => {
+    const probe = connect(Number(url.port), url.hostname);
+    probe.on('connect', () => {
+      probe.destroy();
+      resolve(false);
+    });
+    probe.on('error', () => resolve(true));
+  });
+  expect(refused, 'new connections are refused while draining').toBe(true);
+
+  socket.write(body.slice(10));
+  const text = await response;
+  // The embedded database was seeded, so ada signs in; on PostgreSQL nothing is seeded and the answer is a clean 401.
+  expect(text).toMatch(process.env['TEST_DATABASE'] === 'postgres' ? /^HTTP\/1\.1 401/ : /^HTTP\/1\.1 201/);
+  expect(await exit).toBe(0);
+  expect(stdout).toContain('shutting down');
+  expect(stdout).toContain('"msg":"stopped"');
+});
