@@ -13,7 +13,7 @@ let exit: Promise<number | null>;
 beforeAll(async () => {
   await promisify(execFile)('node_modules/.bin/tsc', ['-p', 'tsconfig.json']);
   db = await freshDatabase();
-  const env = {
+  const env: NodeJS.ProcessEnv = {
     ...process.env,
     ...db.env,
     API_PORT: '0',
