@@ -8,8 +8,11 @@ import type { AppContext } from './context.js';
 import { type Clock, systemClock } from './domain/clock.js';
 import { isEmpty, seedDemo } from './domain/demo-seed.js';
 import { isSessionLive } from './domain/sessions.js';
+import { findUserById } from './domain/users.js';
 import { type LimiterFactory, memoryLimiters } from './http/rate-limit.js';
 import { createServer } from './http/server.js';
+import { mcpSurface } from './mcp/plugin.js';
+import { CachedLookup } from './store/cached-lookup.js';
 import { openStore, type Store } from './store/database.js';
 import { migrateToLatest } from './store/migrate.js';
 import { LivenessCache } from './tokens/liveness.js';
@@ -24,6 +27,7 @@ type SurfacePlugin = (app: FastifyInstance, ctx: AppContext) => Promise<void>;
 const SURFACE_PLUGINS: Partial<Record<Surface, SurfacePlugin>> = {
   api: apiSurface,
   auth: authSurface,
+  mcp: mcpSurface,
 };
 
 export interface StartOptions {
@@ -110,6 +114,12 @@ async function buildContext(
     log,
     keys,
     sessionLiveness,
+    users: new CachedLookup({
+      clock,
+      ttlMs,
+      capacity: config.tokenCacheSize,
+      load: (id) => findUserById(store.db, id),
+    }),
     verifier: new TokenVerifier({
       issuer: () => config.urls.auth ?? '',
       keys,

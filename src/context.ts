@@ -2,7 +2,9 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { type Config, type Surface, urlOf } from './config/config.js';
 import type { Clock } from './domain/clock.js';
+import type { UserRow } from './domain/users.js';
 import type { LimiterFactory } from './http/rate-limit.js';
+import type { CachedLookup } from './store/cached-lookup.js';
 import type { Store } from './store/database.js';
 import type { Database } from './store/schema.js';
 import type { LivenessCache } from './tokens/liveness.js';
@@ -20,6 +22,8 @@ export interface AppContext {
   keys: SigningKeys;
   verifier: TokenVerifier;
   sessionLiveness: LivenessCache;
+  /** User rows by id, for the per-request profile reads (GET /me, get_me); stale for at most LIVENESS_CACHE_SECONDS. */
+  users: CachedLookup<UserRow | undefined>;
   versions: VersionRegistry;
   limiters: LimiterFactory;
 }

@@ -1,8 +1,7 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
 import { renderUser } from '../domain/resources.js';
-import { findUserById } from '../domain/users.js';
 import { authenticateRest, authenticationError } from '../http/rest-auth.js';
 import { restErrors } from '../http/rest-errors.js';
 import type { Principal } from '../tokens/verifier.js';
@@ -11,10 +10,6 @@ import { resolveVersion } from '../versions/resolve.js';
 import { buildOpenApi } from './openapi.js';
 
 declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** The route's response shape depends on the API version (SPEC §9). */
-    versioned?: boolean;
-  }
   interface FastifyRequest {
     /** The version the `Svc-Version` header asked for, once validated. */
     requestedVersion: string | undefined;
@@ -23,30 +18,29 @@ declare module 'fastify' {
 
 /** The REST API surface at BASE_URL (SPEC §4.1). */
 export async function apiSurface(app: FastifyInstance, ctx: AppContext): Promise<void> {
-  await app.register(restErrors);
+  // SPEC §7.1: error responses carry Svc-Version too, on unversioned routes and unknown paths alike.
+  await app.register(restErrors, {
+    errorHeaders: (request) => ({
+      [VERSION_HEADER]: request.requestedVersion ?? lenientVersion(ctx, request),
+    }),
+  });
   app.decorateRequest('requestedVersion', undefined);
   app.removeContentTypeParser('text/plain');
 
-  app.addHook('onRequest', async (request, reply) => {
-    const versioned = request.routeOptions.config.versioned === true;
-    if (versioned) reply.header('vary', VERSION_HEADER);
+  /** Validates the version header of a versioned route before anything else (a bad one is a 400). */
+  const versioned = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
+    reply.header('vary', VERSION_HEADER);
     try {
       request.requestedVersion = ctx.versions.fromHeader(request.raw.rawHeaders);
     } catch (e) {
-      if (versioned) throw e;
+      return done(e as Error);
     }
-    if (versioned) reply.header(VERSION_HEADER, request.requestedVersion ?? ctx.versions.baseline);
-  });
-  // SPEC §7.1: error responses carry Svc-Version too, on unversioned routes and unknown paths alike.
-  app.addHook('onSend', async (request, reply) => {
-    if (reply.statusCode >= 400 && !reply.hasHeader(VERSION_HEADER)) {
-      reply.header(VERSION_HEADER, request.requestedVersion ?? ctx.versions.baseline);
-    }
-  });
+    done();
+  };
 
   app.get('/health', async () => ({ status: 'healthy', uptime: Math.floor(process.uptime()) }));
 
-  app.get('/me', { config: { versioned: true } }, async (request, reply) => {
+  app.get('/me', { onRequest: versioned }, async (request, reply) => {
     const principal = await authenticateRest(ctx, request, {
       audience: urls.api(ctx.config),
       accept: ['session', 'oauth'],
@@ -69,9 +63,18 @@ export async function apiSurface(app: FastifyInstance, ctx: AppContext): Promise
 }
 
 async function currentUser(ctx: AppContext, principal: Principal) {
-  const user = await findUserById(ctx.db, principal.userId);
+  const user = await ctx.users.get(principal.userId);
   // The token verified but its user is gone: the credential is dead, not the route.
   if (!user)
     throw authenticationError('revoked', 'The user of this token no longer exists', urls.api(ctx.config));
   return user;
+}
+
+/** The version an error on an unversioned path is labelled with: a valid header's, else the baseline. */
+function lenientVersion(ctx: AppContext, request: FastifyRequest): string {
+  try {
+    return ctx.versions.fromHeader(request.raw.rawHeaders) ?? ctx.versions.baseline;
+  } catch {
+    return ctx.versions.baseline;
+  }
 }

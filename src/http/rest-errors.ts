@@ -4,43 +4,49 @@ import { ApiError } from './errors.js';
 
 const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
+export interface RestErrorsOptions {
+  /** Headers every error response of the surface carries (the REST API's `Svc-Version`, SPEC §7.1). */
+  errorHeaders?: (request: FastifyRequest) => Record<string, string>;
+}
+
 /**
  * Renders every non-2xx of a REST surface as the SPEC §7 error object: thrown ApiErrors as they are, Fastify's own
  * errors mapped to catalogue codes, unknown routes as 404 or 405 (with `Allow`), anything else as a 500 whose
  * details go to the log under the request id and never into the body.
  */
-export const restErrors = fp(
-  async (app: FastifyInstance) => {
+export const restErrors = fp<RestErrorsOptions>(
+  async (app: FastifyInstance, options) => {
+    const send = (request: FastifyRequest, reply: FastifyReply, error: ApiError) => {
+      if (options.errorHeaders) reply.headers(options.errorHeaders(request));
+      return sendApiError(request, reply, error);
+    };
+
     app.setErrorHandler((error, request, reply) =>
-      sendApiError(request, reply, toApiError(error as FastifyError | Error, request)),
+      send(request, reply, toApiError(error as FastifyError, request)),
     );
 
     app.setNotFoundHandler((request, reply) => {
       const path = request.url.split('?')[0] ?? '/';
       const allowed = METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
       if (allowed.length === 0) {
-        return sendApiError(
+        return send(
           request,
           reply,
           new ApiError('route_not_found', `No route for ${request.method} ${path}`),
         );
       }
-      return sendApiError(
+      const message = `${request.method} is not allowed on ${path}; use ${allowed.join(', ')}`;
+      return send(
         request,
         reply,
-        new ApiError(
-          'method_not_allowed',
-          `${request.method} is not allowed on ${path}; use ${allowed.join(', ')}`,
-          {
-            headers: { allow: allowed.join(', ') },
-          },
-        ),
+        new ApiError('method_not_allowed', message, { headers: { allow: allowed.join(', ') } }),
       );
     });
   },
   { name: 'rest-errors' },
 );
 
+/** Sends an ApiError as the error object, with the headers it carries (`WWW-Authenticate`, `Retry-After`, `Allow`). */
 export function sendApiError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
   if (error.options.headers) reply.headers(error.options.headers);
   return reply.code(error.status).type('application/json; charset=utf-8').send(error.body(request.id));

@@ -1,5 +1,6 @@
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import type { Logger } from 'pino';
 import type { Config, Surface } from '../config/config.js';
 import { newId } from '../domain/ids.js';
 import { ApiError, type ErrorCode } from './errors.js';
@@ -33,21 +34,26 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
       writeConnectionError(log, err, socket, o.connectionErrorHeaders?.() ?? {});
     },
   });
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback-style hooks: they run on every request, and an async hook costs a promise each time.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
+    done();
   });
-  app.addHook('onResponse', async (request, reply) => {
-    // One line per request for the operator, errors louder; keyed by request id like every other line.
+  app.addHook('onResponse', (request, reply, done) => {
+    // One line per request for the operator (debug for successes), keyed by request id like every other line.
     const level = reply.statusCode >= 500 ? 'error' : reply.statusCode >= 400 ? 'info' : 'debug';
-    request.log[level](
-      {
-        method: request.method,
-        url: request.url,
-        status: reply.statusCode,
-        ms: Math.round(reply.elapsedTime),
-      },
-      'request',
-    );
+    if ((request.log as Logger).isLevelEnabled(level)) {
+      request.log[level](
+        {
+          method: request.method,
+          url: request.url,
+          status: reply.statusCode,
+          ms: Math.round(reply.elapsedTime),
+        },
+        'request',
+      );
+    }
+    done();
   });
   return app;
 }

@@ -47,5 +47,26 @@ function sqliteFile(dataDir: string): SQLite.Database {
   database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
   database.pragma('busy_timeout = 5000');
+  cachePreparedStatements(database);
   return database;
+}
+
+/** Distinct SQL texts are few (the queries are code), so the cache is bounded only as a guard against a bug. */
+const STATEMENT_CACHE_LIMIT = 500;
+
+/**
+ * Kysely's SQLite driver prepares every query anew; preparing costs more than running a point read. Statements are
+ * reusable, so keep them by SQL text. Safe because the driver only calls `all` or `run`, which finish synchronously.
+ */
+function cachePreparedStatements(database: SQLite.Database): void {
+  const prepare = database.prepare.bind(database);
+  const cache = new Map<string, SQLite.Statement>();
+  database.prepare = ((sql: string) => {
+    let statement = cache.get(sql);
+    if (!statement) {
+      statement = prepare(sql);
+      if (cache.size < STATEMENT_CACHE_LIMIT) cache.set(sql, statement);
+    }
+    return statement;
+  }) as typeof database.prepare;
 }

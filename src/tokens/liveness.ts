@@ -1,40 +1,24 @@
 import type { Clock } from '../domain/clock.js';
-import { Lru } from './lru.js';
+import { CachedLookup } from '../store/cached-lookup.js';
 
 /**
- * Caches "is this session / connection still live?" for a short time, so that a token check does not read the
- * database on every request. A revocation made in this process is seen at once (`forget`); one made by another
- * instance is seen within `ttlMs` — the bound the README states. "Not live" is final and cached until evicted.
+ * "Is this session / connection still live?", cached so that a token check does not read the database on every
+ * request. A revocation made in this process is seen at once (`forget`); one made by another instance is seen within
+ * `ttlMs` — the bound the README states. "Not live" is final and kept until evicted.
  */
 export class LivenessCache {
-  private readonly entries: Lru<string, { live: boolean; checkedAt: number }>;
-  private readonly inFlight = new Map<string, Promise<boolean>>();
+  private readonly lookup: CachedLookup<boolean>;
 
-  constructor(
-    private readonly clock: Clock,
-    private readonly ttlMs: number,
-    capacity: number,
-    private readonly check: (id: string) => Promise<boolean>,
-  ) {
-    this.entries = new Lru(capacity);
+  constructor(clock: Clock, ttlMs: number, capacity: number, check: (id: string) => Promise<boolean>) {
+    this.lookup = new CachedLookup({ clock, ttlMs, capacity, load: check, isFinal: (live) => !live });
   }
 
-  async isLive(id: string): Promise<boolean> {
-    const now = this.clock.now();
-    const entry = this.entries.get(id);
-    if (entry && (!entry.live || now - entry.checkedAt < this.ttlMs)) return entry.live;
-    let pending = this.inFlight.get(id);
-    if (!pending) {
-      pending = this.check(id).finally(() => this.inFlight.delete(id));
-      this.inFlight.set(id, pending);
-    }
-    const live = await pending;
-    this.entries.set(id, { live, checkedAt: now });
-    return live;
+  isLive(id: string): Promise<boolean> {
+    return this.lookup.get(id);
   }
 
   /** Drops what is known of `id`, so the next check reads the database (call after revoking it here). */
   forget(id: string): void {
-    this.entries.delete(id);
+    this.lookup.forget(id);
   }
 }

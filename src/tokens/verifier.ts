@@ -50,7 +50,7 @@ export type TokenKind = Principal['kind'];
 
 interface VerifiedEntry {
   kind: TokenKind;
-  payload: JWTPayload;
+  principal: Principal;
   audiences: readonly string[];
   expMs: number;
   nbfMs: number;
@@ -98,9 +98,8 @@ export class TokenVerifier {
     if (!entry.audiences.includes(audience)) {
       throw new TokenError('wrong_audience', 'The access token was issued for another audience');
     }
-    const principal = toPrincipal(entry);
-    await this.assertLive(principal);
-    return principal;
+    await this.assertLive(entry.principal);
+    return entry.principal;
   }
 
   private async assertLive(p: Principal): Promise<void> {
@@ -158,7 +157,7 @@ export class TokenVerifier {
     const aud = payload.aud;
     return {
       kind,
-      payload,
+      principal: toPrincipal(kind, payload),
       audiences: Array.isArray(aud) ? aud : typeof aud === 'string' ? [aud] : [],
       expMs: payload.exp * 1000,
       nbfMs: (payload.nbf ?? 0) * 1000,
@@ -189,10 +188,9 @@ function mapJoseError(e: unknown): TokenError {
   return new TokenError('invalid', 'The access token is invalid');
 }
 
-function toPrincipal(e: VerifiedEntry): Principal {
-  const p = e.payload;
+function toPrincipal(kind: TokenKind, p: JWTPayload): Principal {
   const userId = p.sub as string;
-  if (e.kind === 'session') return { kind: 'session', userId, sessionId: String(p['sid']) };
+  if (kind === 'session') return { kind: 'session', userId, sessionId: String(p['sid']) };
   const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
   return {
     kind: 'oauth',

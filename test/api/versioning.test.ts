@@ -27,8 +27,15 @@ afterAll(() => server.close());
 
 const me = (headers: Record<string, string> = {}, bearer = token) =>
   fetch(`${server.url.api}/me`, { headers: { authorization: `Bearer ${bearer}`, ...headers } });
-const pinUser = (version: string | null) =>
-  server.services.ctx.db.updateTable('users').set({ api_version: version }).where('id', '=', adaId).execute();
+/** Pins ada's account as another instance would: straight in the database, seen here once the cache bound passes. */
+async function pinUser(version: string | null) {
+  await server.services.ctx.db
+    .updateTable('users')
+    .set({ api_version: version })
+    .where('id', '=', adaId)
+    .execute();
+  server.clock.advance(server.config.livenessCacheSeconds * 1000 + 1);
+}
 
 describe('response change modules', () => {
   it('rewrite the response for an older version', async () => {
