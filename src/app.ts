@@ -12,6 +12,7 @@ import { findUserById } from './domain/users.js';
 import { type LimiterFactory, memoryLimiters } from './http/rate-limit.js';
 import { createServer } from './http/server.js';
 import { mcpSurface } from './mcp/plugin.js';
+import { mcpSurface } from './mcp/plugin.js';
 import { CachedLookup } from './store/cached-lookup.js';
 import { openStore, type Store } from './store/database.js';
 import { migrateToLatest } from './store/migrate.js';

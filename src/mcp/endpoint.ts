@@ -1,0 +1,172 @@
+import { Readable } from 'node:stream';
+import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
+import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import { McpAuthError } from './auth.js';
+import { hostOrOriginProblem } from './host-guard.js';
+import { JSON_RPC_ERRORS, jsonRpcErrorBody } from './json-rpc.js';
+
+/**
+ * The HTTP edge of an MCP server on Fastify, shared by every MCP host: Host/Origin checks, authentication before any
+ * MCP processing, bounded JSON bodies, the hand-off to the SDK's web-standard handler, and JSON errors everywhere
+ * else on the host. What the server offers lives in the SDK factory behind `handler`.
+ */
+export interface McpEndpointOptions {
+  /** The endpoint path, `/mcp`. */
+  path: string;
+  /** Hostnames the host answers to (see `allowedHostnames`). */
+  allowedHosts: () => readonly string[];
+  /** Verifies the caller; throws McpAuthError. Runs before the body is even read. */
+  authenticate(request: FastifyRequest): Promise<AuthInfo>;
+  handler: McpHttpHandler;
+}
+
+/** Streamable HTTP uses POST for messages, GET for 2025-era streams, DELETE for 2025-era session ends. */
+const MCP_METHODS: HTTPMethods[] = ['POST', 'GET', 'DELETE'];
+const ALL_METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    mcpAuth: AuthInfo | null;
+  }
+}
+
+export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptions): Promise<void> {
+  app.decorateRequest('mcpAuth', null);
+  // Only JSON reaches the endpoint (Streamable HTTP: "the body MUST be a single JSON-RPC message"); others get 415.
+  app.removeContentTypeParser('text/plain');
+  app.addHook('onRequest', async (request, reply) => {
+    const problem = hostOrOriginProblem(guardedHeaders(request, o.path), o.allowedHosts());
+    if (problem) return sendJsonRpcError(request, reply, 403, JSON_RPC_ERRORS.serverError, problem);
+  });
+  app.setErrorHandler((error, request, reply) => sendFastifyError(request, reply, error as FastifyError));
+  app.setNotFoundHandler((request, reply) => sendNotFound(app, request, reply));
+  app.route({
+    method: MCP_METHODS,
+    url: o.path,
+    exposeHeadRoute: false,
+    onRequest: async (request, reply) => {
+      try {
+        request.mcpAuth = await o.authenticate(request);
+      } catch (e) {
+        if (!(e instanceof McpAuthError)) throw e;
+        return sendAuthError(request, reply, e);
+      }
+    },
+    handler: (request, reply) => serveMcp(o.handler, request, reply),
+  });
+}
+
+/** Host is checked on every path (DNS rebinding); Origin only where browsers could send MCP traffic. */
+function guardedHeaders(request: FastifyRequest, mcpPath: string) {
+  const onEndpoint = request.url === mcpPath || request.url.startsWith(`${mcpPath}?`);
+  return { host: request.headers.host, origin: onEndpoint ? request.headers.origin : undefined };
+}
+
+/** Hands the authenticated request to the SDK and writes its web Response back through Fastify. */
+async function serveMcp(handler: McpHttpHandler, request: FastifyRequest, reply: FastifyReply) {
+  const abort = new AbortController();
+  reply.raw.once('close', () => abort.abort());
+  const response = await handler.fetch(toWebRequest(request, abort.signal), {
+    ...(request.mcpAuth ? { authInfo: request.mcpAuth } : {}),
+    ...(request.body !== undefined ? { parsedBody: request.body } : {}),
+  });
+  reply.code(response.status);
+  for (const [name, value] of response.headers) reply.header(name, value);
+  if (response.body === null) return reply.send();
+  if (response.headers.get('content-type')?.startsWith('text/event-stream')) {
+    return reply.send(Readable.fromWeb(response.body as NodeReadableStream<Uint8Array>));
+  }
+  return reply.send(Buffer.from(await response.arrayBuffer()));
+}
+
+/**
+ * A body-less web Request: the SDK takes the body Fastify already parsed (`parsedBody`), so only the method, URL and
+ * headers are carried over. Node has already joined or dropped repeated singleton headers (RFC 9110 §5.3).
+ */
+function toWebRequest(request: FastifyRequest, signal: AbortSignal): Request {
+  const headers = new Headers();
+  const raw = request.raw.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
+  return new Request(`http://${request.headers.host ?? 'localhost'}${request.url}`, {
+    method: request.method,
+    headers,
+    signal,
+  });
+}
+
+function sendAuthError(request: FastifyRequest, reply: FastifyReply, e: McpAuthError): FastifyReply {
+  return reply
+    .code(e.status)
+    .header('www-authenticate', e.challenge)
+    .header('cache-control', 'no-store')
+    .type('application/json; charset=utf-8')
+    .send(e.body(request.id));
+}
+
+export function sendJsonRpcError(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  status: number,
+  code: number,
+  message: string,
+): FastifyReply {
+  return reply
+    .code(status)
+    .type('application/json; charset=utf-8')
+    .send(jsonRpcErrorBody(code, message, request.id));
+}
+
+/** Fastify's own refusals in the JSON-RPC envelope; anything unexpected is logged and answered 500 without detail. */
+function sendFastifyError(request: FastifyRequest, reply: FastifyReply, error: FastifyError): FastifyReply {
+  const known = FASTIFY_ERRORS[error.code];
+  if (known) return sendJsonRpcError(request, reply, known[0], known[1], known[2]);
+  if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
+    return sendJsonRpcError(request, reply, error.statusCode, JSON_RPC_ERRORS.invalidRequest, 'Bad Request');
+  }
+  request.log.error({ err: error }, 'MCP request failed');
+  return sendJsonRpcError(request, reply, 500, JSON_RPC_ERRORS.internalError, 'Internal server error');
+}
+
+const FASTIFY_ERRORS: Record<string, [number, number, string]> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: [
+    413,
+    JSON_RPC_ERRORS.serverError,
+    'Payload Too Large: the request body is too large',
+  ],
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: [
+    415,
+    JSON_RPC_ERRORS.serverError,
+    'Unsupported Media Type: Content-Type must be application/json',
+  ],
+  FST_ERR_CTP_INVALID_JSON_BODY: [400, JSON_RPC_ERRORS.parseError, 'Parse error: the body is not valid JSON'],
+  FST_ERR_CTP_EMPTY_JSON_BODY: [400, JSON_RPC_ERRORS.parseError, 'Parse error: the body is empty'],
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: [
+    400,
+    JSON_RPC_ERRORS.invalidRequest,
+    'Bad Request: Content-Length does not match the body',
+  ],
+};
+
+/** 404 for unknown paths, 405 with `Allow` (RFC 9110 §15.5.6) for a known path with another method. */
+function sendNotFound(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const path = request.url.split('?')[0] ?? '/';
+  const allowed = ALL_METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
+  if (allowed.length === 0) {
+    return sendJsonRpcError(
+      request,
+      reply,
+      404,
+      JSON_RPC_ERRORS.serverError,
+      `Not Found: no route for ${path}`,
+    );
+  }
+  reply.header('allow', allowed.join(', '));
+  return sendJsonRpcError(
+    request,
+    reply,
+    405,
+    JSON_RPC_ERRORS.serverError,
+    `Method not allowed: use ${allowed.join(', ')} on ${path}`,
+  );
+}

@@ -1,0 +1,67 @@
+import { createMcpHandler } from '@modelcontextprotocol/server';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { type AppContext, urls } from '../context.js';
+import { authenticateMcpRequest, type McpAuthPolicy, toAuthInfo } from './auth.js';
+import { mountMcpEndpoint } from './endpoint.js';
+import { allowedHostnames } from './host-guard.js';
+import { protectedResourceMetadataUrl, registerProtectedResourceMetadata } from './protected-resource.js';
+import { reportSdkError } from './sdk-errors.js';
+import { userServerFactory } from './user-server.js';
+
+/** The scope OAuth tokens need here (SPEC §5.1.3); session tokens need none. */
+const USER_READ = 'user:read';
+
+/** The user MCP server at `{MCP_URL}/mcp` (SPEC §4.2, §5.1). */
+export async function mcpSurface(app: FastifyInstance, ctx: AppContext): Promise<void> {
+  // Public URLs are known only once the surfaces listen (port 0 in tests), so everything URL-shaped is built lazily.
+  const site = lazy(() => userMcpSite(ctx));
+  registerProtectedResourceMetadata(app, '/mcp', () => ({
+    resource: site().resource,
+    authorizationServers: [urls.issuer(ctx.config)],
+    scopesSupported: [USER_READ],
+    resourceName: 'Svc user MCP server',
+  }));
+  const handler = createMcpHandler(userServerFactory(ctx), {
+    maxRequestBodySize: ctx.config.bodyLimitBytes,
+    onerror: (error) => reportSdkError(ctx.log, error),
+  });
+  app.addHook('onClose', async () => handler.close());
+  await mountMcpEndpoint(app, {
+    path: '/mcp',
+    allowedHosts: () => site().allowedHosts,
+    authenticate: async (request: FastifyRequest) => {
+      const { token, principal } = await authenticateMcpRequest(ctx, request, site().policy);
+      return toAuthInfo(token, principal, site().resourceUrl);
+    },
+    handler,
+  });
+}
+
+function userMcpSite(ctx: AppContext) {
+  const resource = urls.mcpResource(ctx.config);
+  const policy: McpAuthPolicy = {
+    audience: resource,
+    accept: ['session', 'oauth'],
+    requiredScope: USER_READ,
+    resourceMetadataUrl: protectedResourceMetadataUrl(resource),
+  };
+  return {
+    resource,
+    resourceUrl: new URL(resource),
+    policy,
+    allowedHosts: allowedHostnames(ctx.config, urls.of(ctx.config, 'mcp')),
+  };
+}
+
+/** A value computed on first use and kept. */
+export function lazy<T>(make: () => T): () => T {
+  let value: T | undefined;
+  let made = false;
+  return () => {
+    if (!made) {
+      value = make();
+      made = true;
+    }
+    return value as T;
+  };
+}

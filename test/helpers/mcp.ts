@@ -1,0 +1,103 @@
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+
+/** The MCP protocol revisions the user MCP server serves (SPEC §1). */
+export const MCP_VERSIONS = ['2026-07-28', '2025-11-25', '2025-06-18'] as const;
+export type McpVersion = (typeof MCP_VERSIONS)[number];
+export const MODERN = '2026-07-28';
+
+/** A real SDK client pinned to exactly one protocol revision, sending the bearer token on every request. */
+export async function connectClient(endpoint: string, token: string, version: McpVersion): Promise<Client> {
+  const client = new Client(
+    { name: 'svc-test-client', version: '1.0.0' },
+    version === MODERN
+      ? { versionNegotiation: { mode: { pin: MODERN } } }
+      : { supportedProtocolVersions: [version] },
+  );
+  const transport = new StreamableHTTPClientTransport(new URL(endpoint), {
+    requestInit: { headers: { authorization: `Bearer ${token}` } },
+  });
+  await client.connect(transport);
+  return client;
+}
+
+/** The `_meta` envelope every 2026-07-28 request carries (MCP 2026-07-28 basic §Request metadata). */
+export function modernMeta(version = MODERN): Record<string, unknown> {
+  return {
+    'io.modelcontextprotocol/protocolVersion': version,
+    'io.modelcontextprotocol/clientInfo': { name: 'raw-test', version: '1.0.0' },
+    'io.modelcontextprotocol/clientCapabilities': {},
+  };
+}
+
+export interface RawMcpOptions {
+  token?: string;
+  headers?: Record<string, string>;
+  /** The raw body; defaults to the JSON of `message`. */
+  body?: string;
+}
+
+let nextId = 1;
+
+/** One 2026-07-28 request over plain fetch, with the `Mcp-Method`/`Mcp-Name` headers the wire requires. */
+export function modernRequest(
+  endpoint: string,
+  method: string,
+  params: Record<string, unknown> = {},
+  o: RawMcpOptions = {},
+): Promise<Response> {
+  const name =
+    typeof params['name'] === 'string'
+      ? params['name']
+      : typeof params['uri'] === 'string'
+        ? params['uri']
+        : undefined;
+  return post(
+    endpoint,
+    { jsonrpc: '2.0', id: nextId++, method, params: { ...params, _meta: modernMeta() } },
+    {
+      ...o,
+      headers: {
+        'mcp-protocol-version': MODERN,
+        'mcp-method': method,
+        ...(name ? { 'mcp-name': name } : {}),
+        ...o.headers,
+      },
+    },
+  );
+}
+
+/** One POST of a JSON-RPC message with the Accept header Streamable HTTP requires. */
+export function post(endpoint: string, message: unknown, o: RawMcpOptions = {}): Promise<Response> {
+  return fetch(endpoint, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...(o.token ? { authorization: `Bearer ${o.token}` } : {}),
+      ...o.headers,
+    },
+    body: o.body ?? JSON.stringify(message),
+  });
+}
+
+/** The legacy `initialize` request of the 2025 revisions. */
+export function initializeMessage(protocolVersion: string) {
+  return {
+    jsonrpc: '2.0',
+    id: nextId++,
+    method: 'initialize',
+    params: { protocolVersion, capabilities: {}, clientInfo: { name: 'raw-test', version: '1.0.0' } },
+  };
+}
+
+/** Reads a JSON or single-event SSE response body as the JSON-RPC message it carries. */
+export async function jsonRpcOf(res: Response): Promise<Record<string, unknown>> {
+  const text = await res.text();
+  if (!res.headers.get('content-type')?.includes('text/event-stream')) return JSON.parse(text);
+  const data = text
+    .split('\n')
+    .filter((l) => l.startsWith('data:'))
+    .map((l) => l.slice(5).trim())
+    .filter(Boolean);
+  return JSON.parse(data[data.length - 1]!);
+}
