@@ -7,11 +7,11 @@ import { type Config, SURFACES, type Surface, urlHost } from './config/config.js
 import type { AppContext } from './context.js';
 import { type Clock, systemClock } from './domain/clock.js';
 import { isEmpty, seedDemo } from './domain/demo-seed.js';
+import { isConnectionLive } from './domain/connections.js';
 import { isSessionLive } from './domain/sessions.js';
 import { findUserById } from './domain/users.js';
-import { type LimiterFactory, memoryLimiters } from './http/rate-limit.js';
+import { connectRedis, type LimiterFactory, memoryLimiters, redisLimiters } from './http/rate-limit.js';
 import { createServer } from './http/server.js';
-import { mcpSurface } from './mcp/plugin.js';
 import { mcpSurface } from './mcp/plugin.js';
 import { CachedLookup } from './store/cached-lookup.js';
 import { openStore, type Store } from './store/database.js';
@@ -67,7 +67,7 @@ export async function startServices(config: Config, o: StartOptions = {}): Promi
     }
   } catch (e) {
     await Promise.allSettled(Object.values(servers).map((s) => s.close()));
-    await ctx.store.close();
+    await ctx.close();
     throw e;
   }
   return { ctx, servers, close: () => shutdown(ctx, servers) };
@@ -107,6 +107,11 @@ async function buildContext(
   const sessionLiveness = new LivenessCache(clock, ttlMs, config.tokenCacheSize, (sid) =>
     isSessionLive(store.db, clock, sid),
   );
+  // OAuth tokens carrying `cid` are accepted only while their connection (the grant) is live (DESIGN §3).
+  const connectionLiveness = new LivenessCache(clock, ttlMs, config.tokenCacheSize, (cid) =>
+    isConnectionLive(store.db, clock, cid),
+  );
+  const redis = config.redisUrl ? connectRedis(config.redisUrl) : undefined;
   const ctx: AppContext = {
     config,
     store,
@@ -115,6 +120,7 @@ async function buildContext(
     log,
     keys,
     sessionLiveness,
+    connectionLiveness,
     users: new CachedLookup({
       clock,
       ttlMs,
@@ -127,9 +133,14 @@ async function buildContext(
       clock,
       cacheSize: config.tokenCacheSize,
       sessions: sessionLiveness,
+      connections: connectionLiveness,
     }),
     versions: o.versions ?? releasedVersions,
-    limiters: o.limiters ?? memoryLimiters,
+    limiters: o.limiters ?? (redis ? redisLimiters(redis.client) : memoryLimiters),
+    async close() {
+      await redis?.close();
+      await store.close();
+    },
   };
   return ctx;
 }
@@ -154,5 +165,5 @@ async function listen(ctx: AppContext, surface: Surface, plugin: SurfacePlugin):
 /** Stops accepting, lets in-flight requests finish, then closes the database. */
 async function shutdown(ctx: AppContext, servers: Partial<Record<Surface, FastifyInstance>>): Promise<void> {
   await Promise.allSettled(Object.values(servers).map((s) => s.close()));
-  await ctx.store.close();
+  await ctx.close();
 }

@@ -22,10 +22,14 @@ export interface AppContext {
   keys: SigningKeys;
   verifier: TokenVerifier;
   sessionLiveness: LivenessCache;
+  /** Liveness of connections (OAuth grants); call `forget(id)` after revoking or narrowing one here. */
+  connectionLiveness?: LivenessCache;
   /** User rows by id, for the per-request profile reads (GET /me, get_me); stale for at most LIVENESS_CACHE_SECONDS. */
   users: CachedLookup<UserRow | undefined>;
   versions: VersionRegistry;
   limiters: LimiterFactory;
+  /** Closes what the context opened: the store, and Redis when configured. */
+  close(): Promise<void>;
 }
 
 /** Public URLs of the surfaces and of the resources they protect (RFC 8707 resource indicators). */

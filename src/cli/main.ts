@@ -148,7 +148,7 @@ async function withContext(config: Config, fn: (ctx: AppContext) => Promise<void
   try {
     await fn(ctx);
   } finally {
-    await ctx.store.close();
+    await ctx.close();
   }
 }
 

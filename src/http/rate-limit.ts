@@ -1,4 +1,10 @@
-import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { Redis } from 'ioredis';
+import {
+  type RateLimiterAbstract,
+  RateLimiterMemory,
+  RateLimiterRedis,
+  RateLimiterRes,
+} from 'rate-limiter-flexible';
 import { ApiError } from './errors.js';
 
 export interface LimitSpec {
@@ -34,4 +40,26 @@ export async function consumeOrThrow(
     }
     throw e;
   }
+}
+
+/**
+ * Limiters whose counters live in Redis, so that every instance counts against the same limit. If Redis is
+ * unreachable, requests are limited by an in-memory fallback rather than let through unlimited or refused outright.
+ */
+export function redisLimiters(client: Redis): LimiterFactory {
+  return (s) =>
+    new RateLimiterRedis({
+      storeClient: client,
+      keyPrefix: `svc:${s.keyPrefix}`,
+      points: s.points,
+      duration: s.durationSeconds,
+      insuranceLimiter: memoryLimiters(s) as RateLimiterMemory,
+    });
+}
+
+/** Connects to Redis for the rate limiters; `close` quits the connection at shutdown. */
+export function connectRedis(url: string): { client: Redis; close(): Promise<void> } {
+  const client = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false });
+  client.on('error', () => {}); // reconnects by itself; the insurance limiter covers the gap
+  return { client, close: async () => void (await client.quit().catch(() => client.disconnect())) };
 }
