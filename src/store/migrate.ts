@@ -1,4 +1,4 @@
-import { type Kysely, type Migration, type MigrationResult, Migrator } from 'kysely';
+import { type Kysely, type Migration, type MigrationResult, Migrator, PostgresAdapter, sql } from 'kysely';
 import * as m0001 from './migrations/0001-users-sessions-keys.js';
 import type { Database } from './schema.js';
 
@@ -8,8 +8,23 @@ const migrations: Record<string, Migration> = {
 };
 
 export async function migrateToLatest(db: Kysely<Database>): Promise<MigrationResult[]> {
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+  const migrator = new Migrator({
+    db,
+    provider: { getMigrations: async () => migrations },
+    ...(await migrationTableSchema(db)),
+  });
   const { error, results } = await migrator.migrateToLatest();
   if (error) throw error instanceof Error ? error : new Error(String(error));
   return results ?? [];
+}
+
+/**
+ * On PostgreSQL, keep Kysely's bookkeeping tables in the schema the connection works in (its `search_path`).
+ * Left to itself the migrator looks for them in every schema, so a second deployment (or test) sharing the
+ * database would see another schema's lock table and never create its own.
+ */
+async function migrationTableSchema(db: Kysely<Database>): Promise<{ migrationTableSchema?: string }> {
+  if (!(db.getExecutor().adapter instanceof PostgresAdapter)) return {};
+  const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
+  return { migrationTableSchema: rows[0]!.schema };
 }
