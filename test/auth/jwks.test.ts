@@ -1,0 +1,54 @@
+import { createLocalJWKSet, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from 'jose';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(() => server.close());
+
+const jwks = async () => {
+  const res = await fetch(`${server.url.auth}/.well-known/jwks.json`);
+  expect(res.status).toBe(200);
+  expect(res.headers.get('cache-control')).toMatch(/max-age=\d+/);
+  return (await res.json()) as JSONWebKeySet;
+};
+const me = (token: string) =>
+  fetch(`${server.url.api}/me`, { headers: { authorization: `Bearer ${token}` } });
+
+it('publishes public keys only, and they verify the tokens the server issues', async () => {
+  const set = await jwks();
+  expect(set.keys.length).toBeGreaterThanOrEqual(1);
+  for (const key of set.keys) {
+    expect(key).toMatchObject({ kty: 'RSA', alg: 'RS256', use: 'sig' });
+    expect(key.kid).toBeTruthy();
+    for (const secret of ['d', 'p', 'q', 'dp', 'dq', 'qi']) expect(key).not.toHaveProperty(secret);
+  }
+  const { token } = await signIn(server, 'ada');
+  const { payload, protectedHeader } = await jwtVerify(token, createLocalJWKSet(set), {
+    issuer: server.url.auth,
+    currentDate: new Date(server.clock.now()),
+  });
+  expect(protectedHeader.typ).toBe('session+jwt');
+  expect(payload.aud).toContain(server.url.api);
+});
+
+it('rotates with overlap: old tokens keep working, new ones use the new key, the old key leaves after its tokens expire', async () => {
+  const before = await signIn(server, 'ada');
+  const oldKid = decodeProtectedHeader(before.token).kid!;
+  const newKid = await server.services.ctx.keys.rotate();
+  expect(newKid).not.toBe(oldKid);
+
+  const kids = (await jwks()).keys.map((k) => k.kid);
+  expect(kids).toEqual(expect.arrayContaining([oldKid, newKid]));
+  expect((await me(before.token)).status).toBe(200);
+
+  const after = await signIn(server, 'ada');
+  expect(decodeProtectedHeader(after.token).kid).toBe(newKid);
+  expect((await me(after.token)).status).toBe(200);
+
+  // Past the longest life of a token the old key signed (and the key table's refresh interval), it is unpublished.
+  server.clock.advance(server.config.sessionTtlSeconds * 1000 + 61_000);
+  expect((await jwks()).keys.map((k) => k.kid)).not.toContain(oldKid);
+});
