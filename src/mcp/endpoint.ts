@@ -66,7 +66,10 @@ function guardedHeaders(request: FastifyRequest, mcpPath: string) {
 /** Hands the authenticated request to the SDK and writes its web Response back through Fastify. */
 async function serveMcp(handler: McpHttpHandler, request: FastifyRequest, reply: FastifyReply) {
   const abort = new AbortController();
-  reply.raw.once('close', () => abort.abort());
+  // Only a client that leaves before the answer is complete cancels the exchange (an SSE stream, a slow handler).
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) abort.abort();
+  });
   const response = await handler.fetch(toWebRequest(request, abort.signal), {
     ...(request.mcpAuth ? { authInfo: request.mcpAuth } : {}),
     ...(request.body !== undefined ? { parsedBody: request.body } : {}),
