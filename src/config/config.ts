@@ -54,7 +54,21 @@ export const envSchema = z.object({
   SIGNIN_LIMIT_PER_IP: positiveInt.default(100),
   SIGNIN_LIMIT_WINDOW_SECONDS: positiveInt.default(15 * 60),
   SHUTDOWN_TIMEOUT_SECONDS: positiveInt.max(600).default(10),
+  // Authorization server (DESIGN §5).
+  OAUTH_USER_RESOURCES: onOff.default(false),
+  REFRESH_REUSE_GRACE_SECONDS: seconds.max(60).default(0),
+  PREREGISTERED_CLIENTS_FILE: z.string().min(1).optional(),
+  DCR_MAX_CLIENTS: positiveInt.default(10_000),
+  DCR_UNUSED_TTL_SECONDS: positiveInt.default(24 * 3600),
+  DCR_LIMIT_PER_IP: positiveInt.default(20),
+  DCR_LIMIT_WINDOW_SECONDS: positiveInt.default(3600),
+  CIMD_FETCH_TIMEOUT_MS: z.coerce.number().int().min(100).max(10_000).default(3000),
+  CIMD_TEST_CA_FILE: z.string().min(1).optional(),
+  CIMD_TEST_ALLOW_LOOPBACK: onOff.default(false),
 });
+
+/** Settings that weaken a safety rule for tests; a production process refuses to start with them. */
+const TEST_ONLY: (keyof Env)[] = ['CIMD_TEST_CA_FILE', 'CIMD_TEST_ALLOW_LOOPBACK'];
 
 export type Env = z.infer<typeof envSchema>;
 
@@ -82,6 +96,15 @@ export interface Config {
   maxHeaderBytes: number;
   signinLimit: { perUsername: number; perIp: number; windowSeconds: number };
   shutdownTimeoutSeconds: number;
+  oauth: {
+    /** Issue `user:read` tokens for BASE_URL and {MCP_URL}/mcp (SPEC §5.1.4: not open yet, so off by default). */
+    userResources: boolean;
+    refreshReuseGraceSeconds: number;
+    /** The pre-registered clients data file; undefined = the one shipped in `clients/preregistered.json`. */
+    preregisteredClientsFile: string | undefined;
+    dcr: { maxClients: number; unusedTtlSeconds: number; perIp: number; windowSeconds: number };
+    cimd: { fetchTimeoutMs: number; testCaFile: string | undefined; testAllowLoopback: boolean };
+  };
 }
 
 export class ConfigError extends Error {
@@ -99,7 +122,17 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     const variable = String(issue.path[0] ?? 'environment');
     throw new ConfigError(`Invalid ${variable}=${JSON.stringify(source[variable])}: ${describe(issue)}`);
   }
-  return fromEnv(parsed.data);
+  const e = parsed.data;
+  if (e.NODE_ENV === 'production') {
+    for (const variable of TEST_ONLY) {
+      if (e[variable] !== undefined && e[variable] !== false) {
+        throw new ConfigError(
+          `Invalid ${variable}=${JSON.stringify(source[variable])}: a test-only setting, refused when NODE_ENV=production`,
+        );
+      }
+    }
+  }
+  return fromEnv(e);
 }
 
 function describe(issue: z.core.$ZodIssue): string {
@@ -144,6 +177,22 @@ function fromEnv(e: Env): Config {
       windowSeconds: e.SIGNIN_LIMIT_WINDOW_SECONDS,
     },
     shutdownTimeoutSeconds: e.SHUTDOWN_TIMEOUT_SECONDS,
+    oauth: {
+      userResources: e.OAUTH_USER_RESOURCES,
+      refreshReuseGraceSeconds: e.REFRESH_REUSE_GRACE_SECONDS,
+      preregisteredClientsFile: e.PREREGISTERED_CLIENTS_FILE,
+      dcr: {
+        maxClients: e.DCR_MAX_CLIENTS,
+        unusedTtlSeconds: e.DCR_UNUSED_TTL_SECONDS,
+        perIp: e.DCR_LIMIT_PER_IP,
+        windowSeconds: e.DCR_LIMIT_WINDOW_SECONDS,
+      },
+      cimd: {
+        fetchTimeoutMs: e.CIMD_FETCH_TIMEOUT_MS,
+        testCaFile: e.CIMD_TEST_CA_FILE,
+        testAllowLoopback: e.CIMD_TEST_ALLOW_LOOPBACK,
+      },
+    },
   };
 }
 

@@ -1,6 +1,9 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../store/schema.js';
+import { addMember, createAgency } from './agencies.js';
 import type { Clock } from './clock.js';
+import { newId } from './ids.js';
+import type { Role } from './permissions.js';
 import { createUser } from './users.js';
 
 /** DESIGN §7: the demo accounts. Published passwords, so never seeded in production. */
@@ -29,7 +32,127 @@ export async function seedDemo(db: Kysely<Database>, clock: Clock, production: b
     await createUser(db, clock, { username: u.username, password: u.password });
     created.push(u.username);
   }
+  await seedAgencies(db, clock);
   return created;
+}
+
+/** DESIGN §7: the demo agencies, their members and a little data for the tools to work on. */
+const DEMO_AGENCIES: {
+  name: string;
+  plan: string;
+  agentWrite: boolean;
+  members: [string, Role][];
+  clients: { name: string; email: string; projects: { name: string; tasks: string[] }[] }[];
+}[] = [
+  {
+    name: 'Northwind Studio',
+    plan: 'studio',
+    agentWrite: true,
+    members: [
+      ['ada', 'owner'],
+      ['grace', 'manager'],
+      ['linus', 'viewer'],
+    ],
+    clients: [
+      {
+        name: 'Acme Bakery',
+        email: 'hello@acme-bakery.example',
+        projects: [
+          { name: 'Spring menu site', tasks: ['Draft page copy', 'Photograph pastries', 'Launch checklist'] },
+        ],
+      },
+      {
+        name: 'Globex Outfitters',
+        email: 'ops@globex.example',
+        projects: [
+          { name: 'Catalogue refresh', tasks: ['Collect product photos', 'Review pricing table'] },
+          { name: 'Newsletter', tasks: ['Write October issue'] },
+        ],
+      },
+    ],
+  },
+  {
+    name: 'Blue Harbor',
+    plan: 'starter',
+    agentWrite: false,
+    members: [['ada', 'viewer']],
+    clients: [
+      {
+        name: 'Harbor Marine Supply',
+        email: 'desk@harbor-marine.example',
+        projects: [{ name: 'Dock signage', tasks: ['Measure piers'] }],
+      },
+    ],
+  },
+];
+
+async function seedAgencies(db: Kysely<Database>, clock: Clock): Promise<void> {
+  for (const a of DEMO_AGENCIES) {
+    const exists = await db.selectFrom('agencies').select('id').where('name', '=', a.name).executeTakeFirst();
+    if (exists) continue;
+    const agency = await createAgency(db, clock, {
+      name: a.name,
+      plan: a.plan,
+      agentWriteEnabled: a.agentWrite,
+    });
+    const memberIds: string[] = [];
+    for (const [username, role] of a.members) {
+      const user = await db
+        .selectFrom('users')
+        .select('id')
+        .where('username', '=', username)
+        .executeTakeFirstOrThrow();
+      memberIds.push((await addMember(db, clock, { agencyId: agency.id, userId: user.id, role })).id);
+    }
+    const now = clock.now();
+    for (const c of a.clients) {
+      const clientId = newId('cli');
+      await db
+        .insertInto('clients')
+        .values({
+          id: clientId,
+          agency_id: agency.id,
+          name: c.name,
+          email: c.email,
+          status: 'active',
+          created_at: now,
+          updated_at: now,
+        })
+        .execute();
+      for (const p of c.projects) {
+        const projectId = newId('prj');
+        await db
+          .insertInto('projects')
+          .values({
+            id: projectId,
+            agency_id: agency.id,
+            client_id: clientId,
+            name: p.name,
+            status: 'active',
+            due_on: null,
+            created_at: now,
+            updated_at: now,
+          })
+          .execute();
+        for (const [i, title] of p.tasks.entries()) {
+          await db
+            .insertInto('tasks')
+            .values({
+              id: newId('tsk'),
+              agency_id: agency.id,
+              project_id: projectId,
+              title,
+              status: i === 0 ? 'in_progress' : 'todo',
+              assignee_member_id: memberIds[i % memberIds.length] ?? null,
+              due_on: null,
+              created_at: now,
+              updated_at: now,
+            })
+            .execute();
+        }
+      }
+    }
+  }
 }
 
 export async function isEmpty(db: Kysely<Database>): Promise<boolean> {

@@ -1,0 +1,229 @@
+import type { Kysely } from 'kysely';
+import type { AgenciesTable, Database, MembersTable } from '../store/schema.js';
+import { audit } from './audit.js';
+import type { Clock } from './clock.js';
+import { endMemberConnections, narrowMemberConnections } from './connections.js';
+import { newId } from './ids.js';
+import { type Role, roleAllows } from './permissions.js';
+
+export type AgencyRow = AgenciesTable;
+export type MemberRow = MembersTable;
+
+export class MembershipError extends Error {
+  override name = 'MembershipError';
+}
+
+export async function createAgency(
+  db: Kysely<Database>,
+  clock: Clock,
+  o: { name: string; plan?: string; agentWriteEnabled?: boolean },
+): Promise<AgencyRow> {
+  const row: AgencyRow = {
+    id: newId('agy'),
+    name: o.name,
+    plan: o.plan ?? 'studio',
+    agent_write_enabled: o.agentWriteEnabled ? 1 : 0,
+    created_at: clock.now(),
+  };
+  await db.insertInto('agencies').values(row).execute();
+  return row;
+}
+
+export async function addMember(
+  db: Kysely<Database>,
+  clock: Clock,
+  o: { agencyId: string; userId: string; role: Role },
+): Promise<MemberRow> {
+  const row: MemberRow = {
+    id: newId('mem'),
+    agency_id: o.agencyId,
+    user_id: o.userId,
+    role: o.role,
+    status: 'active',
+    created_at: clock.now(),
+    removed_at: null,
+  };
+  await db.insertInto('members').values(row).execute();
+  return row;
+}
+
+export function findAgency(db: Kysely<Database>, id: string): Promise<AgencyRow | undefined> {
+  return db.selectFrom('agencies').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export function findMember(db: Kysely<Database>, id: string): Promise<MemberRow | undefined> {
+  return db.selectFrom('members').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** The active membership of a user in an agency, if any. */
+export function activeMembership(
+  db: Kysely<Database>,
+  userId: string,
+  agencyId: string,
+): Promise<MemberRow | undefined> {
+  return db
+    .selectFrom('members')
+    .selectAll()
+    .where('user_id', '=', userId)
+    .where('agency_id', '=', agencyId)
+    .where('status', '=', 'active')
+    .executeTakeFirst();
+}
+
+export interface MembershipView {
+  member: MemberRow;
+  agency: AgencyRow;
+}
+
+/** The agencies where the user is an active member, by name. */
+export async function listMemberships(db: Kysely<Database>, userId: string): Promise<MembershipView[]> {
+  const rows = await db
+    .selectFrom('members')
+    .innerJoin('agencies', 'agencies.id', 'members.agency_id')
+    .select([
+      'members.id as member_id',
+      'members.role',
+      'members.status',
+      'members.created_at as member_created_at',
+      'agencies.id as agency_id',
+      'agencies.name',
+      'agencies.plan',
+      'agencies.agent_write_enabled',
+      'agencies.created_at',
+    ])
+    .where('members.user_id', '=', userId)
+    .where('members.status', '=', 'active')
+    .orderBy('agencies.name')
+    .execute();
+  return rows.map((r) => ({
+    member: {
+      id: r.member_id,
+      agency_id: r.agency_id,
+      user_id: userId,
+      role: r.role,
+      status: r.status,
+      created_at: r.member_created_at,
+      removed_at: null,
+    },
+    agency: {
+      id: r.agency_id,
+      name: r.name,
+      plan: r.plan,
+      agent_write_enabled: r.agent_write_enabled,
+      created_at: r.created_at,
+    },
+  }));
+}
+
+/** The active members of an agency with their usernames. */
+export function listAgencyMembers(db: Kysely<Database>, agencyId: string) {
+  return db
+    .selectFrom('members')
+    .innerJoin('users', 'users.id', 'members.user_id')
+    .select(['members.id', 'members.role', 'members.user_id', 'users.username', 'members.created_at'])
+    .where('members.agency_id', '=', agencyId)
+    .where('members.status', '=', 'active')
+    .orderBy('users.username')
+    .execute();
+}
+
+/** Checks that `actor` may manage `target`: members:manage, same agency, not oneself, owners only by owners. */
+function assertCanManage(actor: MemberRow, target: MemberRow | undefined, newRole?: Role): MemberRow {
+  if (!roleAllows(actor.role, 'members:manage')) throw new MembershipError('You may not manage members');
+  if (!target || target.agency_id !== actor.agency_id || target.status !== 'active') {
+    throw new MembershipError('No such member');
+  }
+  if (target.id === actor.id) throw new MembershipError('You cannot change your own membership here');
+  if ((target.role === 'owner' || newRole === 'owner') && actor.role !== 'owner') {
+    throw new MembershipError('Only an owner may change an owner or make one');
+  }
+  return target;
+}
+
+/**
+ * Changes a member's role; every connection of that member is narrowed to ceiling ∩ new role in the same
+ * transaction (SPEC §5.5.2). Returns the connection ids narrowed.
+ */
+export async function changeRole(
+  db: Kysely<Database>,
+  clock: Clock,
+  actor: MemberRow,
+  targetId: string,
+  role: Role,
+): Promise<string[]> {
+  return db.transaction().execute(async (trx) => {
+    const target = assertCanManage(
+      actor,
+      await trx.selectFrom('members').selectAll().where('id', '=', targetId).executeTakeFirst(),
+      role,
+    );
+    if (target.role === role) return [];
+    await trx
+      .updateTable('members')
+      .set({ role })
+      .where('id', '=', target.id)
+      .where('status', '=', 'active')
+      .execute();
+    await audit(trx, clock, {
+      type: 'member.role_changed',
+      agencyId: target.agency_id,
+      memberId: target.id,
+      actorUserId: actor.user_id,
+      detail: { from: target.role, to: role },
+    });
+    return narrowMemberConnections(trx, clock, target.id, role, actor.user_id);
+  });
+}
+
+/** Removes a member; every connection of that member ends (SPEC §5.5.3). Returns the connection ids ended. */
+export async function removeMember(
+  db: Kysely<Database>,
+  clock: Clock,
+  actor: MemberRow,
+  targetId: string,
+): Promise<string[]> {
+  return db.transaction().execute(async (trx) => {
+    const target = assertCanManage(
+      actor,
+      await trx.selectFrom('members').selectAll().where('id', '=', targetId).executeTakeFirst(),
+    );
+    await trx
+      .updateTable('members')
+      .set({ status: 'removed', removed_at: clock.now() })
+      .where('id', '=', target.id)
+      .execute();
+    await audit(trx, clock, {
+      type: 'member.removed',
+      agencyId: target.agency_id,
+      memberId: target.id,
+      actorUserId: actor.user_id,
+      detail: { role: target.role },
+    });
+    return endMemberConnections(trx, clock, target.id, actor.user_id);
+  });
+}
+
+/** Toggles "allow agent write" (settings:manage). */
+export async function setAgentWrite(
+  db: Kysely<Database>,
+  clock: Clock,
+  actor: MemberRow,
+  enabled: boolean,
+): Promise<void> {
+  if (!roleAllows(actor.role, 'settings:manage')) throw new MembershipError('You may not change settings');
+  await db.transaction().execute(async (trx) => {
+    const r = await trx
+      .updateTable('agencies')
+      .set({ agent_write_enabled: enabled ? 1 : 0 })
+      .where('id', '=', actor.agency_id)
+      .where('agent_write_enabled', '=', enabled ? 0 : 1)
+      .executeTakeFirst();
+    if (r.numUpdatedRows !== 1n) return;
+    await audit(trx, clock, {
+      type: 'agency.agent_write_changed',
+      agencyId: actor.agency_id,
+      actorUserId: actor.user_id,
+      detail: { agent_write_enabled: enabled },
+    });
+  });
+}

@@ -1,0 +1,195 @@
+import type { Kysely, Transaction } from 'kysely';
+import type { ConnectionsTable, Database } from '../store/schema.js';
+import { audit } from './audit.js';
+import type { Clock } from './clock.js';
+import { newId } from './ids.js';
+import { narrowCeiling, parseList, type Role } from './permissions.js';
+
+/**
+ * Connections: THE grant (DESIGN §3). Disconnect, narrowing and member removal are single updates of this row, and
+ * every token check that matters reads it (refresh, liveness of access tokens, the token exchange).
+ */
+export type ConnectionRow = ConnectionsTable;
+
+/** SPEC §8: refresh tokens (and so the grant) live 30 days, sliding. */
+export const CONNECTION_TTL_MS = 30 * 24 * 3600 * 1000;
+
+export type RevokeReason =
+  | 'disconnected'
+  | 'revoked_by_client'
+  | 'refresh_reuse'
+  | 'code_replay'
+  | 'member_removed';
+
+type Db = Kysely<Database> | Transaction<Database>;
+
+export interface NewConnection {
+  userId: string;
+  agencyId: string | null;
+  memberId: string | null;
+  clientId: string;
+  resource: string;
+  scopes: string[];
+  ceiling: string[];
+  /** Until the code is exchanged the connection is pending and dies with the code. */
+  pendingUntil: number;
+}
+
+export async function createPendingConnection(
+  db: Db,
+  clock: Clock,
+  c: NewConnection,
+): Promise<ConnectionRow> {
+  const row: ConnectionRow = {
+    id: newId('con'),
+    user_id: c.userId,
+    agency_id: c.agencyId,
+    member_id: c.memberId,
+    client_id: c.clientId,
+    resource: c.resource,
+    scopes: c.scopes.join(' '),
+    ceiling: c.ceiling.join(' '),
+    status: 'pending',
+    created_at: clock.now(),
+    last_used_at: null,
+    expires_at: c.pendingUntil,
+    revoked_at: null,
+    revoke_reason: null,
+  };
+  await db.insertInto('connections').values(row).execute();
+  return row;
+}
+
+/** pending → active on the first code exchange; false when it was revoked meanwhile. */
+export async function activateConnection(db: Db, clock: Clock, id: string): Promise<boolean> {
+  const now = clock.now();
+  const r = await db
+    .updateTable('connections')
+    .set({ status: 'active', last_used_at: now, expires_at: now + CONNECTION_TTL_MS })
+    .where('id', '=', id)
+    .where('status', '=', 'pending')
+    .executeTakeFirst();
+  return r.numUpdatedRows === 1n;
+}
+
+/** Ends a connection (idempotent); writes the audit event only for the update that ended it. */
+export async function revokeConnection(
+  db: Db,
+  clock: Clock,
+  id: string,
+  reason: RevokeReason,
+  actorUserId: string | null = null,
+): Promise<boolean> {
+  const now = clock.now();
+  const r = await db
+    .updateTable('connections')
+    .set({ status: 'revoked', revoked_at: now, revoke_reason: reason })
+    .where('id', '=', id)
+    .where('status', '!=', 'revoked')
+    .executeTakeFirst();
+  if (r.numUpdatedRows !== 1n) return false;
+  const row = await db.selectFrom('connections').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+  await audit(db, clock, {
+    type: reason === 'refresh_reuse' ? 'connection.refresh_reuse_detected' : 'connection.revoked',
+    agencyId: row.agency_id,
+    memberId: row.member_id,
+    connectionId: id,
+    actorUserId,
+    detail: { reason, client_id: row.client_id },
+  });
+  if (reason === 'code_replay') {
+    await audit(db, clock, {
+      type: 'connection.code_replay_detected',
+      agencyId: row.agency_id,
+      memberId: row.member_id,
+      connectionId: id,
+      detail: { client_id: row.client_id },
+    });
+  }
+  return true;
+}
+
+/** Whether a token minted under this connection may still be used: active and not expired. */
+export async function isConnectionLive(db: Kysely<Database>, clock: Clock, id: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('connections')
+    .select(['status', 'expires_at'])
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return row !== undefined && row.status === 'active' && row.expires_at > clock.now();
+}
+
+export function findConnection(db: Db, id: string): Promise<ConnectionRow | undefined> {
+  return db.selectFrom('connections').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** The live (pending excluded) connections of a member, newest first. */
+export function listMemberConnections(db: Kysely<Database>, memberId: string): Promise<ConnectionRow[]> {
+  return db
+    .selectFrom('connections')
+    .selectAll()
+    .where('member_id', '=', memberId)
+    .where('status', '=', 'active')
+    .orderBy('created_at', 'desc')
+    .execute();
+}
+
+/** SPEC §5.5.2: a role change narrows every connection of the member to ceiling ∩ new role. Returns the ids narrowed. */
+export async function narrowMemberConnections(
+  db: Db,
+  clock: Clock,
+  memberId: string,
+  role: Role,
+  actorUserId: string | null,
+): Promise<string[]> {
+  const rows = await db
+    .selectFrom('connections')
+    .selectAll()
+    .where('member_id', '=', memberId)
+    .where('status', '!=', 'revoked')
+    .execute();
+  const narrowed: string[] = [];
+  for (const row of rows) {
+    const before = parseList(row.ceiling);
+    const after = narrowCeiling(before, role);
+    if (after.length === before.length) continue;
+    // Compare-and-set on the ceiling: a concurrent change to the same row is not overwritten blindly.
+    const r = await db
+      .updateTable('connections')
+      .set({ ceiling: after.join(' ') })
+      .where('id', '=', row.id)
+      .where('ceiling', '=', row.ceiling)
+      .executeTakeFirst();
+    if (r.numUpdatedRows !== 1n) continue;
+    narrowed.push(row.id);
+    await audit(db, clock, {
+      type: 'connection.narrowed',
+      agencyId: row.agency_id,
+      memberId,
+      connectionId: row.id,
+      actorUserId,
+      detail: { removed: before.filter((p) => !after.includes(p as never)), role },
+    });
+  }
+  return narrowed;
+}
+
+/** SPEC §5.5.3: removing the member ends every connection of that member. Returns the ids ended. */
+export async function endMemberConnections(
+  db: Db,
+  clock: Clock,
+  memberId: string,
+  actorUserId: string | null,
+): Promise<string[]> {
+  const rows = await db
+    .selectFrom('connections')
+    .select('id')
+    .where('member_id', '=', memberId)
+    .where('status', '!=', 'revoked')
+    .execute();
+  const ended: string[] = [];
+  for (const { id } of rows) {
+    if (await revokeConnection(db, clock, id, 'member_removed', actorUserId)) ended.push(id);
+  }
+  return ended;
+}
