@@ -1,17 +1,79 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.js';
+import { dashboardRoutes } from '../dashboard/dashboard.js';
+import { pageScope } from '../dashboard/page-scope.js';
+import { signInRoutes } from '../dashboard/sign-in.js';
 import { restErrors } from '../http/rest-errors.js';
+import { authorizeRoutes } from './authorize.js';
+import { registrationRoutes } from './clients/registration.js';
+import { ClientRegistry } from './clients/registry.js';
+import { acceptForms } from './form.js';
+import { metadataRoutes } from './metadata.js';
+import { oauthJsonErrors } from './oauth-errors.js';
+import { revokeRoutes } from './revoke.js';
 import { sessionRoutes } from './sessions.js';
+import { tokenRoutes } from './token.js';
 
-/** The authorization server at AUTH_URL: JWKS and first-party sessions (OAuth endpoints and pages build on this). */
+/** Endpoints a browser-based client calls cross-origin (no cookies involved, so any origin may). */
+const CORS_PATHS = [
+  '/.well-known/oauth-authorization-server',
+  '/.well-known/jwks.json',
+  '/oauth/token',
+  '/oauth/register',
+  '/oauth/revoke',
+];
+
+/**
+ * The authorization server at AUTH_URL: discovery and JWKS, the OAuth endpoints (RFC 6749 errors), the sign-in,
+ * consent and dashboard pages (HTML errors), and the first-party session API (REST errors).
+ */
 export async function authSurface(app: FastifyInstance, ctx: AppContext): Promise<void> {
   await app.register(restErrors);
   app.removeContentTypeParser('text/plain');
+  const registry = new ClientRegistry(ctx);
 
   // RFC 7517 JWK Set; verifiers may cache it briefly, rotation keeps old keys published for the overlap.
   app.get('/.well-known/jwks.json', async (_request, reply) =>
-    reply.header('cache-control', 'public, max-age=300').send(await ctx.keys.jwks()),
+    reply
+      .header('cache-control', 'public, max-age=300')
+      .header('access-control-allow-origin', '*')
+      .send(await ctx.keys.jwks()),
   );
+  await metadataRoutes(app, ctx);
+  for (const path of CORS_PATHS) {
+    app.options(path, async (_request, reply) =>
+      reply
+        .code(204)
+        .headers({
+          'access-control-allow-origin': '*',
+          'access-control-allow-methods': 'GET, POST, OPTIONS',
+          'access-control-allow-headers': 'content-type, authorization, mcp-protocol-version',
+          'access-control-max-age': '86400',
+        })
+        .send(),
+    );
+  }
+
+  // OAuth JSON endpoints: RFC 6749 §5.2 errors, form bodies.
+  await app.register(async (oauth) => {
+    await oauth.register(oauthJsonErrors);
+    acceptForms(oauth);
+    oauth.addHook('onSend', async (_request, reply, payload) => {
+      reply.header('access-control-allow-origin', '*');
+      return payload;
+    });
+    await tokenRoutes(oauth, ctx, registry);
+    await revokeRoutes(oauth, ctx);
+    await registrationRoutes(oauth, ctx);
+  });
+
+  // Pages: authorization endpoint, sign-in, consent, dashboard.
+  await app.register(async (pages) => {
+    pageScope(pages, ctx);
+    await signInRoutes(pages, ctx);
+    await authorizeRoutes(pages, ctx, registry);
+    await dashboardRoutes(pages, ctx, registry);
+  });
 
   await sessionRoutes(app, ctx);
 }

@@ -1,0 +1,133 @@
+import { createHash } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { RateLimiterRes } from 'rate-limiter-flexible';
+import type { AppContext } from '../../context.js';
+import { toEpochSeconds } from '../../domain/clock.js';
+import { retryAfterSeconds } from '../../http/rate-limit.js';
+import { OAuthError } from '../oauth-errors.js';
+import { checkClientMetadata } from './client.js';
+
+/**
+ * Dynamic client registration (RFC 7591) at POST /oauth/register: public clients only, `application_type` honoured,
+ * idempotent (the same metadata gives the same client_id), rate limited per address, and capped with pruning of
+ * clients that were never used.
+ */
+export async function registrationRoutes(app: FastifyInstance, ctx: AppContext): Promise<void> {
+  const { dcr } = ctx.config.oauth;
+  const limiter = ctx.limiters({
+    keyPrefix: 'dcr-ip',
+    points: dcr.perIp,
+    durationSeconds: dcr.windowSeconds,
+  });
+
+  app.post('/oauth/register', async (request, reply) => {
+    try {
+      await limiter.consume(request.ip);
+    } catch (e) {
+      if (!(e instanceof RateLimiterRes)) throw e;
+      throw new OAuthError('rate_limited', 'Too many registrations from this address; retry later', 429, {
+        'retry-after': String(retryAfterSeconds(e)),
+      });
+    }
+    if (typeof request.body !== 'object' || request.body === null || Array.isArray(request.body)) {
+      throw new OAuthError('invalid_client_metadata', 'Send the client metadata as a JSON object');
+    }
+    const checked = checkClientMetadata(request.body);
+    if (!checked.ok) throw new OAuthError(checked.error, checked.description);
+    const metadata = checked.metadata;
+    const canonical = canonicalJson(metadata);
+    // Idempotent: the id is a digest of the normalised metadata, so a client that registers again gets the same id.
+    const clientId = `dcr_${createHash('sha256').update(canonical).digest('base64url').slice(0, 32)}`;
+    const now = ctx.clock.now();
+    let row = await ctx.db
+      .selectFrom('oauth_clients')
+      .select(['client_id', 'created_at'])
+      .where('client_id', '=', clientId)
+      .executeTakeFirst();
+    if (!row) {
+      await makeRoom(ctx);
+      await ctx.db
+        .insertInto('oauth_clients')
+        .values({
+          client_id: clientId,
+          kind: 'dcr',
+          metadata: canonical,
+          api_version: null,
+          created_at: now,
+          last_used_at: null,
+        })
+        .onConflict((oc) => oc.column('client_id').doNothing())
+        .execute();
+      row = { client_id: clientId, created_at: now };
+      request.log.info({ client_id: clientId }, 'client registered');
+    }
+    // RFC 7591 §3.2.1: the client information response echoes the registered metadata.
+    return reply
+      .code(201)
+      .header('cache-control', 'no-store')
+      .send({ client_id: clientId, client_id_issued_at: toEpochSeconds(row.created_at), ...metadata });
+  });
+}
+
+/** Prunes never-used clients past their time, then the oldest never-used one if still at the cap. */
+async function makeRoom(ctx: AppContext): Promise<void> {
+  const { maxClients, unusedTtlSeconds } = ctx.config.oauth.dcr;
+  const now = ctx.clock.now();
+  await ctx.db
+    .deleteFrom('oauth_clients')
+    .where('kind', '=', 'dcr')
+    .where('last_used_at', 'is', null)
+    .where('created_at', '<', now - unusedTtlSeconds * 1000)
+    .execute();
+  const count = async () =>
+    Number(
+      (
+        await ctx.db
+          .selectFrom('oauth_clients')
+          .select((eb) => eb.fn.countAll().as('n'))
+          .where('kind', '=', 'dcr')
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
+  let n = await count();
+  while (n >= maxClients) {
+    const oldest = await ctx.db
+      .selectFrom('oauth_clients')
+      .select('client_id')
+      .where('kind', '=', 'dcr')
+      .where('last_used_at', 'is', null)
+      .orderBy('created_at')
+      .limit(Math.min(100, n - maxClients + 1))
+      .execute();
+    if (oldest.length === 0) {
+      throw new OAuthError(
+        'temporarily_unavailable',
+        'The registration capacity is used up; retry later',
+        503,
+        {
+          'retry-after': '3600',
+        },
+      );
+    }
+    await ctx.db
+      .deleteFrom('oauth_clients')
+      .where(
+        'client_id',
+        'in',
+        oldest.map((o) => o.client_id),
+      )
+      .execute();
+    n = await count();
+  }
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}

@@ -1,0 +1,75 @@
+import type { AppContext } from '../../context.js';
+import { type ResolvedClient, toResolved } from './client.js';
+import { CimdError, CimdResolver, looksLikeCimd } from './client-id-metadata-document.js';
+import { DEFAULT_PREREGISTERED_FILE, loadPreregisteredClients } from './preregistered.js';
+
+export class UnknownClientError extends Error {
+  override name = 'UnknownClientError';
+}
+
+/** Finds a client by id: pre-registered (data file), dynamically registered (store), or a metadata document URL. */
+export class ClientRegistry {
+  readonly preregistered: Map<string, ResolvedClient>;
+  readonly cimd: CimdResolver;
+
+  constructor(private readonly ctx: AppContext) {
+    this.preregistered = loadPreregisteredClients(
+      ctx.config.oauth.preregisteredClientsFile ?? DEFAULT_PREREGISTERED_FILE,
+    );
+    this.cimd = new CimdResolver(ctx.db, ctx.clock, ctx.config);
+  }
+
+  /** The client, or throws UnknownClientError (shown as a page: the redirect URI cannot be trusted yet). */
+  async resolve(clientId: string): Promise<ResolvedClient> {
+    const pre = this.preregistered.get(clientId);
+    if (pre) return pre;
+    if (looksLikeCimd(clientId)) {
+      try {
+        return await this.cimd.resolve(clientId);
+      } catch (e) {
+        if (e instanceof CimdError)
+          throw new UnknownClientError(`The client's metadata document cannot be used: ${e.message}.`);
+        throw e;
+      }
+    }
+    if (clientId.length <= 200) {
+      const row = await this.ctx.db
+        .selectFrom('oauth_clients')
+        .select(['metadata'])
+        .where('client_id', '=', clientId)
+        .where('kind', '=', 'dcr')
+        .executeTakeFirst();
+      if (row) return toResolved(clientId, 'dcr', JSON.parse(row.metadata));
+    }
+    throw new UnknownClientError('The client_id is not known to this server.');
+  }
+
+  /** A display name for the dashboard, without fetching anything. */
+  async displayName(clientId: string): Promise<string> {
+    const pre = this.preregistered.get(clientId);
+    if (pre) return pre.name ?? clientId;
+    const row = await this.ctx.db
+      .selectFrom('oauth_clients')
+      .select('metadata')
+      .where('client_id', '=', clientId)
+      .executeTakeFirst();
+    const name = row ? (JSON.parse(row.metadata) as { client_name?: string }).client_name : undefined;
+    return name ?? clientId;
+  }
+
+  /** Records that a stored client was used, which exempts it from pruning (DESIGN §5). */
+  async markUsed(clientId: string): Promise<void> {
+    if (this.preregistered.has(clientId)) return;
+    await this.ctx.db
+      .updateTable('oauth_clients')
+      .set({ last_used_at: this.ctx.clock.now() })
+      .where('client_id', '=', clientId)
+      .execute();
+  }
+}
+
+/** The host a client is known by on the consent page: its metadata URL host, else its client_uri host. */
+export function clientHost(client: ResolvedClient): string | undefined {
+  const source = client.kind === 'cimd' ? client.clientId : client.clientUri;
+  return source && URL.canParse(source) ? new URL(source).host : undefined;
+}

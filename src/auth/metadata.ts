@@ -1,0 +1,39 @@
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../context.js';
+import { urls } from '../context.js';
+import { PKCE_METHODS } from './pkce.js';
+import { SCOPES_SUPPORTED } from './scopes.js';
+
+/** RFC 8414 authorization server metadata, with every field of DESIGN §5. */
+export function authorizationServerMetadata(ctx: AppContext): Record<string, unknown> {
+  const issuer = urls.issuer(ctx.config);
+  return {
+    issuer,
+    authorization_endpoint: `${issuer}/oauth2/auth`,
+    token_endpoint: `${issuer}/oauth/token`,
+    registration_endpoint: `${issuer}/oauth/register`,
+    revocation_endpoint: `${issuer}/oauth/revoke`,
+    jwks_uri: `${issuer}/.well-known/jwks.json`,
+    response_types_supported: ['code'],
+    response_modes_supported: ['query'],
+    grant_types_supported: ['authorization_code', 'refresh_token'],
+    code_challenge_methods_supported: [...PKCE_METHODS],
+    token_endpoint_auth_methods_supported: ['none'],
+    revocation_endpoint_auth_methods_supported: ['none'],
+    scopes_supported: SCOPES_SUPPORTED,
+    client_id_metadata_document_supported: true,
+    resource_indicators_supported: true,
+    authorization_response_iss_parameter_supported: true,
+    service_documentation: `${issuer}/dashboard`,
+  };
+}
+
+export async function metadataRoutes(app: FastifyInstance, ctx: AppContext): Promise<void> {
+  const send = async (_r: unknown, reply: import('fastify').FastifyReply) =>
+    reply
+      .header('cache-control', 'public, max-age=300')
+      .header('access-control-allow-origin', '*')
+      .type('application/json; charset=utf-8')
+      .send(authorizationServerMetadata(ctx));
+  app.get('/.well-known/oauth-authorization-server', send);
+}

@@ -1,0 +1,39 @@
+import type { Config } from '../config/config.js';
+import { urls } from '../context.js';
+
+/** The resources this authorization server issues tokens for (RFC 8707), and which scopes belong to each. */
+export type ResourceKind = 'agency' | 'user';
+
+export interface KnownResource {
+  uri: string;
+  kind: ResourceKind;
+}
+
+const SCHEME_AUTHORITY = /^([A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*)(.*)$/s;
+
+/**
+ * The canonical form of a resource indicator: scheme and host lower-cased, the rest byte for byte (DESIGN §5).
+ * RFC 8707 §2: an absolute URI without a fragment. Undefined when it is not one.
+ */
+export function canonicalResource(raw: string): string | undefined {
+  if (raw.includes('#') || !URL.canParse(raw)) return undefined;
+  const m = SCHEME_AUTHORITY.exec(raw);
+  if (!m) return undefined;
+  return m[1]!.toLowerCase() + m[2]!;
+}
+
+/** The resources tokens can be requested for: the agency MCP server always; the user resources behind the flag. */
+export function knownResources(config: Config): KnownResource[] {
+  const list: KnownResource[] = [{ uri: urls.agencyMcpResource(config), kind: 'agency' }];
+  if (config.oauth.userResources) {
+    list.push({ uri: urls.api(config), kind: 'user' }, { uri: urls.mcpResource(config), kind: 'user' });
+  }
+  return list;
+}
+
+/** The known resource a raw indicator names, or undefined (→ `invalid_target`, RFC 8707 §2). */
+export function resolveResource(config: Config, raw: string): KnownResource | undefined {
+  const canonical = canonicalResource(raw);
+  if (canonical === undefined) return undefined;
+  return knownResources(config).find((r) => canonicalResource(r.uri) === canonical);
+}

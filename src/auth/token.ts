@@ -1,0 +1,293 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { AppContext } from '../context.js';
+import {
+  activateConnection,
+  CONNECTION_TTL_MS,
+  type ConnectionRow,
+  revokeConnection,
+} from '../domain/connections.js';
+import { parseList } from '../domain/permissions.js';
+import { ACCESS_TOKEN_TTL_SECONDS, mintConnectionAccessToken } from './access-token.js';
+import type { ClientRegistry } from './clients/registry.js';
+import { Params } from './form.js';
+import { OAuthError } from './oauth-errors.js';
+import { isVerifier, verifyS256 } from './pkce.js';
+import { canonicalResource } from './resource-indicator.js';
+import { SCOPES } from './scopes.js';
+import { hashSecret, hmac, randomSecret } from './secrets.js';
+
+/**
+ * The token endpoint (RFC 6749 §3.2) at POST /oauth/token: the `authorization_code` grant (§4.1.3, RFC 7636 §4.5)
+ * and the `refresh_token` grant (§6) with rotation on every use (OAuth 2.1 §4.3.1, RFC 9700 §4.14.2). Public
+ * clients only: the client is identified by `client_id`, never authenticated.
+ */
+export async function tokenRoutes(
+  app: FastifyInstance,
+  ctx: AppContext,
+  registry: ClientRegistry,
+): Promise<void> {
+  app.post('/oauth/token', async (request, reply) => {
+    const p = Params.fromBody(request.body);
+    refuseClientAuthentication(request, p);
+    const grantType = p.require('grant_type');
+    if (grantType === 'authorization_code') return authorizationCodeGrant(ctx, registry, p, reply);
+    if (grantType === 'refresh_token') return refreshTokenGrant(ctx, p, reply);
+    throw new OAuthError('unsupported_grant_type', `grant_type ${grantType} is not supported`);
+  });
+}
+
+/** DESIGN §5: token_endpoint_auth_methods_supported is [none]; credentials are refused, not ignored (§5.2). */
+function refuseClientAuthentication(request: FastifyRequest, p: Params): void {
+  if (request.headers.authorization !== undefined || p.has('client_secret') || p.has('client_assertion')) {
+    throw new OAuthError(
+      'invalid_client',
+      'This server has public clients only (token_endpoint_auth_method none); send client_id without credentials',
+      401,
+    );
+  }
+}
+
+export interface TokenResponse {
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  scope: string;
+  refresh_token?: string;
+}
+
+function sendTokens(reply: FastifyReply, body: TokenResponse): FastifyReply {
+  // RFC 6749 §5.1: no-store on every response carrying tokens.
+  return reply
+    .code(200)
+    .headers({ 'cache-control': 'no-store', pragma: 'no-cache' })
+    .type('application/json; charset=utf-8')
+    .send(body);
+}
+
+/** Checks an optional `resource` at the token endpoint: it may be omitted; when sent it must match (DESIGN §5). */
+function checkResource(p: Params, expected: string): void {
+  const all = p.all('resource').filter((r) => r !== '');
+  if (all.length === 0) return;
+  if (all.length > 1 || canonicalResource(all[0]!) !== canonicalResource(expected)) {
+    throw new OAuthError('invalid_target', 'The resource does not match the one this grant was made for');
+  }
+}
+
+async function authorizationCodeGrant(
+  ctx: AppContext,
+  registry: ClientRegistry,
+  p: Params,
+  reply: FastifyReply,
+): Promise<FastifyReply> {
+  const code = p.require('code');
+  const clientId = p.require('client_id');
+  const verifier = p.get('code_verifier');
+  const redirectUri = p.get('redirect_uri');
+  if (verifier === undefined) throw new OAuthError('invalid_request', 'code_verifier is required (PKCE)');
+  if (!isVerifier(verifier))
+    throw new OAuthError('invalid_request', 'code_verifier is malformed (RFC 7636 §4.1)');
+  const hash = hashSecret(code);
+  const row = await ctx.db
+    .selectFrom('authorization_codes')
+    .selectAll()
+    .where('hash', '=', hash)
+    .executeTakeFirst();
+  const invalid = (why: string) => new OAuthError('invalid_grant', why);
+  if (!row) throw invalid('The authorization code is invalid');
+  if (row.consumed_at !== null) {
+    // RFC 6749 §4.1.2: a code used twice → revoke what it produced.
+    await revokeForReplay(ctx, row.connection_id);
+    throw invalid('The authorization code was already used; the connection it produced is revoked');
+  }
+  const now = ctx.clock.now();
+  if (row.expires_at <= now) throw invalid('The authorization code expired');
+  // RFC 6749 §4.1.3: issued to this client, for this redirect URI (identical when sent).
+  if (row.client_id !== clientId) throw invalid('The authorization code was issued to another client');
+  if (redirectUri !== undefined && redirectUri !== row.redirect_uri) {
+    throw invalid('redirect_uri does not match the authorization request');
+  }
+  // RFC 7636 §4.6.
+  if (!verifyS256(verifier, row.code_challenge))
+    throw invalid('The code_verifier does not match the code_challenge');
+  checkResource(p, row.resource);
+  // Single use by compare-and-set: of concurrent exchanges exactly one wins; a loser is a replay.
+  const won = await ctx.db.transaction().execute(async (trx) => {
+    const r = await trx
+      .updateTable('authorization_codes')
+      .set({ consumed_at: now })
+      .where('hash', '=', hash)
+      .where('consumed_at', 'is', null)
+      .executeTakeFirst();
+    if (r.numUpdatedRows !== 1n) return false;
+    return activateConnection(trx, ctx.clock, row.connection_id);
+  });
+  if (!won) {
+    await revokeForReplay(ctx, row.connection_id);
+    throw invalid('The authorization code was already used; the connection it produced is revoked');
+  }
+  const connection = await ctx.db
+    .selectFrom('connections')
+    .selectAll()
+    .where('id', '=', row.connection_id)
+    .executeTakeFirstOrThrow();
+  await registry.markUsed(clientId);
+  const scope = row.scope;
+  const body: TokenResponse = {
+    access_token: await mintConnectionAccessToken(ctx, connection, scope),
+    token_type: 'Bearer',
+    expires_in: ACCESS_TOKEN_TTL_SECONDS,
+    scope,
+  };
+  if (parseList(scope).includes(SCOPES.offline)) {
+    body.refresh_token = await insertRefreshToken(ctx, connection.id, null, scope, randomSecret());
+  }
+  return sendTokens(reply, body);
+}
+
+async function revokeForReplay(ctx: AppContext, connectionId: string): Promise<void> {
+  if (await revokeConnection(ctx.db, ctx.clock, connectionId, 'code_replay')) {
+    ctx.connectionLiveness?.forget(connectionId);
+    ctx.log.warn({ connection_id: connectionId }, 'authorization code replayed; connection revoked');
+  }
+}
+
+/** Stores a refresh token (its hash) and returns it. */
+async function insertRefreshToken(
+  ctx: AppContext,
+  connectionId: string,
+  parentHash: string | null,
+  scope: string,
+  token: string,
+  db = ctx.db,
+): Promise<string> {
+  const now = ctx.clock.now();
+  await db
+    .insertInto('refresh_tokens')
+    .values({
+      hash: hashSecret(token),
+      connection_id: connectionId,
+      parent_hash: parentHash,
+      successor_salt: randomSecret(16),
+      scope,
+      issued_at: now,
+      rotated_at: null,
+      expires_at: now + CONNECTION_TTL_MS,
+    })
+    .execute();
+  return token;
+}
+
+/** The successor of a refresh token: HMAC(token, salt) — only a holder of the token can obtain it again. */
+const successorOf = (token: string, salt: string) => hmac(token, salt);
+
+async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply): Promise<FastifyReply> {
+  const token = p.require('refresh_token');
+  const clientId = p.require('client_id');
+  const requestedScope = p.get('scope');
+  const hash = hashSecret(token);
+  const row = await ctx.db
+    .selectFrom('refresh_tokens as rt')
+    .innerJoin('connections as c', 'c.id', 'rt.connection_id')
+    .select([
+      'rt.hash',
+      'rt.successor_salt',
+      'rt.scope',
+      'rt.rotated_at',
+      'rt.expires_at',
+      'c.id',
+      'c.user_id',
+      'c.client_id',
+      'c.resource',
+      'c.agency_id',
+      'c.member_id',
+      'c.status',
+      'c.expires_at as connection_expires_at',
+    ])
+    .where('rt.hash', '=', hash)
+    .executeTakeFirst();
+  const invalid = (why: string) => new OAuthError('invalid_grant', why);
+  if (!row) throw invalid('The refresh token is invalid');
+  // RFC 6749 §6: the refresh token is bound to the client it was issued to.
+  if (row.client_id !== clientId) throw invalid('The refresh token was issued to another client');
+  const now = ctx.clock.now();
+  if (row.status !== 'active' || row.connection_expires_at <= now) throw invalid('The connection has ended');
+  checkResource(p, row.resource);
+  const connection: Pick<
+    ConnectionRow,
+    'id' | 'user_id' | 'client_id' | 'resource' | 'agency_id' | 'member_id'
+  > = row;
+  const graceMs = ctx.config.oauth.refreshReuseGraceSeconds * 1000;
+
+  if (row.rotated_at !== null) return reuse(row.rotated_at);
+  if (row.expires_at <= now) throw invalid('The refresh token expired');
+  // RFC 6749 §6: a narrower scope may be requested, never a wider one.
+  let scope = row.scope;
+  if (requestedScope !== undefined) {
+    const granted = new Set(parseList(row.scope));
+    const asked = parseList(requestedScope).map((s) =>
+      s === 'mcp:read' ? SCOPES.agencyRead : s === 'mcp:write' ? SCOPES.agencyWrite : s,
+    );
+    if (asked.length === 0 || asked.some((s) => !granted.has(s))) {
+      throw new OAuthError('invalid_scope', 'The requested scope exceeds the scope of the grant');
+    }
+    scope = [...new Set(asked)].join(' ');
+  }
+  const successor = successorOf(token, row.successor_salt);
+  // Rotation (DESIGN §5): one atomic UPDATE ... WHERE rotated_at IS NULL; the winner gets the successor and slides
+  // the connection's expiry.
+  const won = await ctx.db.transaction().execute(async (trx) => {
+    const r = await trx
+      .updateTable('refresh_tokens')
+      .set({ rotated_at: now })
+      .where('hash', '=', hash)
+      .where('rotated_at', 'is', null)
+      .executeTakeFirst();
+    if (r.numUpdatedRows !== 1n) return false;
+    // RFC 6749 §6: the refresh token keeps the scope originally granted; only the access token is narrowed.
+    await insertRefreshToken(ctx, row.id, hash, row.scope, successor, trx);
+    await trx
+      .updateTable('connections')
+      .set({ expires_at: now + CONNECTION_TTL_MS, last_used_at: now })
+      .where('id', '=', row.id)
+      .where('status', '=', 'active')
+      .execute();
+    return true;
+  });
+  if (!won) return reuse(now);
+  return sendTokens(reply, {
+    access_token: await mintConnectionAccessToken(ctx, connection, scope),
+    token_type: 'Bearer',
+    expires_in: ACCESS_TOKEN_TTL_SECONDS,
+    scope,
+    refresh_token: successor,
+  });
+
+  /** A rotated token presented again: within the grace window the same successor, else the connection ends. */
+  async function reuse(rotatedAt: number): Promise<FastifyReply> {
+    if (graceMs > 0 && now - rotatedAt <= graceMs) {
+      const successor = successorOf(token, row!.successor_salt);
+      const next = await ctx.db
+        .selectFrom('refresh_tokens')
+        .select(['scope', 'rotated_at'])
+        .where('hash', '=', hashSecret(successor))
+        .where('parent_hash', '=', hash)
+        .executeTakeFirst();
+      // Only the immediately previous token: its successor must not have been rotated itself.
+      if (next && next.rotated_at === null) {
+        return sendTokens(reply, {
+          access_token: await mintConnectionAccessToken(ctx, connection, next.scope),
+          token_type: 'Bearer',
+          expires_in: ACCESS_TOKEN_TTL_SECONDS,
+          scope: next.scope,
+          refresh_token: successor,
+        });
+      }
+    }
+    // SPEC §5.4: reusing a rotated refresh token revokes the whole connection.
+    if (await revokeConnection(ctx.db, ctx.clock, row!.id, 'refresh_reuse')) {
+      ctx.connectionLiveness?.forget(row!.id);
+      ctx.log.warn({ connection_id: row!.id }, 'refresh token reused; connection revoked');
+    }
+    throw invalid('The refresh token was already used; the connection is revoked');
+  }
+}

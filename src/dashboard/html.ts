@@ -1,0 +1,111 @@
+/** Plain server-rendered HTML (no JavaScript): escaping, the page frame, and the page error type. */
+
+const ESCAPES: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
+
+export const esc = (v: unknown): string => String(v ?? '').replace(/[&<>"']/g, (c) => ESCAPES[c]!);
+
+/** A tagged template whose interpolations are escaped unless they are `Html` already. */
+export class Html {
+  constructor(readonly value: string) {}
+  toString(): string {
+    return this.value;
+  }
+}
+
+export function html(strings: TemplateStringsArray, ...values: unknown[]): Html {
+  let out = strings[0]!;
+  values.forEach((v, i) => {
+    out += render(v) + strings[i + 1]!;
+  });
+  return new Html(out);
+}
+
+function render(v: unknown): string {
+  if (v instanceof Html) return v.value;
+  if (Array.isArray(v)) return v.map(render).join('');
+  if (v === undefined || v === null || v === false) return '';
+  return esc(v);
+}
+
+export const raw = (s: string): Html => new Html(s);
+
+export function layout(o: {
+  title: string;
+  body: Html;
+  signedInAs?: string | undefined;
+  csrf?: string;
+}): string {
+  const nav =
+    o.signedInAs && o.csrf
+      ? html`<nav aria-label="Account"><a href="/dashboard">Dashboard</a>
+  <span>Signed in as <strong>${o.signedInAs}</strong></span>
+  <form method="post" action="/sign-out" class="inline"><input type="hidden" name="csrf" value="${o.csrf}"><button type="submit">Sign out</button></form></nav>`
+      : '';
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>${esc(o.title)}</title>
+<link rel="stylesheet" href="/assets/dashboard.css">
+</head>
+<body>
+<header><p class="brand">Svc agent access</p>${nav}</header>
+<main>
+<h1>${esc(o.title)}</h1>
+${o.body.value}
+</main>
+</body>
+</html>
+`;
+}
+
+/** An error shown as a page (errors before the redirect URI is trusted, bad forms, forbidden actions). */
+export class PageError extends Error {
+  override name = 'PageError';
+  constructor(
+    readonly status: number,
+    readonly title: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export const CSS = `
+:root { color-scheme: light dark; --fg: #1b1f24; --bg: #ffffff; --muted: #57606a; --line: #d0d7de; --accent: #0b5cad; --warn-bg: #fff4d6; --warn-fg: #6b4b00; }
+@media (prefers-color-scheme: dark) { :root { --fg: #e6edf3; --bg: #0d1117; --muted: #9aa4ae; --line: #30363d; --accent: #58a6ff; --warn-bg: #3b2e05; --warn-fg: #f2d48a; } }
+* { box-sizing: border-box; }
+body { margin: 0; font: 16px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg); }
+header { display: flex; justify-content: space-between; align-items: center; gap: 1rem; padding: .75rem 1.25rem; border-bottom: 1px solid var(--line); flex-wrap: wrap; }
+header nav { display: flex; gap: 1rem; align-items: center; }
+.brand { margin: 0; font-weight: 600; }
+main { max-width: 46rem; margin: 0 auto; padding: 1.25rem; }
+h1 { font-size: 1.6rem; margin-top: .5rem; }
+h2 { font-size: 1.25rem; margin-top: 2rem; border-bottom: 1px solid var(--line); padding-bottom: .25rem; }
+a { color: var(--accent); }
+label { display: block; font-weight: 600; margin: .75rem 0 .25rem; }
+fieldset { border: 1px solid var(--line); border-radius: 6px; margin: 1rem 0; padding: .5rem 1rem 1rem; }
+legend { font-weight: 600; padding: 0 .25rem; }
+fieldset label { font-weight: 400; display: flex; gap: .5rem; align-items: baseline; margin: .35rem 0; }
+input[type=text], input[type=password], select { font: inherit; padding: .45rem .6rem; width: 100%; max-width: 22rem; border: 1px solid var(--line); border-radius: 6px; background: var(--bg); color: var(--fg); }
+button { font: inherit; padding: .45rem 1rem; border-radius: 6px; border: 1px solid var(--line); background: var(--bg); color: var(--fg); cursor: pointer; }
+button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
+button:focus-visible, a:focus-visible, input:focus-visible, select:focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; }
+.actions { display: flex; gap: .75rem; margin-top: 1.25rem; }
+.inline { display: inline; }
+.warning { background: var(--warn-bg); color: var(--warn-fg); border-radius: 6px; padding: .6rem .9rem; }
+.error { border-left: 4px solid #cf222e; padding: .4rem .9rem; }
+.muted { color: var(--muted); }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: .4rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
+ul.scopes li { margin: .3rem 0; }
+code { font-size: .9em; }
+`;

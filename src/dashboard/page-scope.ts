@@ -1,0 +1,66 @@
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { acceptForms } from '../auth/form.js';
+import type { AppContext } from '../context.js';
+import { CSS, html, layout, PageError } from './html.js';
+
+/** CSP of every page: no scripts at all, styles from our own stylesheet, never framed (clickjacking). */
+export function contentSecurityPolicy(formAction: string[] = ["'self'"]): string {
+  return [
+    "default-src 'none'",
+    "style-src 'self'",
+    "img-src 'self'",
+    `form-action ${formAction.join(' ')}`,
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+  ].join('; ');
+}
+
+/** Makes an encapsulated scope serve HTML pages: form bodies, security headers, errors rendered as pages. */
+export function pageScope(app: FastifyInstance, _ctx: AppContext): void {
+  acceptForms(app);
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (!reply.hasHeader('content-security-policy'))
+      reply.header('content-security-policy', contentSecurityPolicy());
+    reply.header('x-frame-options', 'DENY');
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('referrer-policy', 'no-referrer');
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+    return payload;
+  });
+  app.setErrorHandler((error, request, reply) => {
+    if (error instanceof PageError)
+      return sendPage(reply, error.status, error.title, html`<p class="error">${error.message}</p>`);
+    const e = error as { statusCode?: number; code?: string };
+    if (e.statusCode && e.statusCode < 500) {
+      return sendPage(
+        reply,
+        e.statusCode,
+        'Bad request',
+        html`<p class="error">The request could not be read.</p>`,
+      );
+    }
+    request.log.error({ err: error }, 'unhandled error');
+    return sendPage(
+      reply,
+      500,
+      'Something went wrong',
+      html`<p class="error">An internal error occurred. Quote ${request.id} if you report it.</p>`,
+    );
+  });
+  app.get('/assets/dashboard.css', async (_request, reply) =>
+    reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=3600').send(CSS),
+  );
+}
+
+export function sendPage(
+  reply: FastifyReply,
+  status: number,
+  title: string,
+  body: ReturnType<typeof html>,
+  nav?: { signedInAs: string; csrf: string },
+): FastifyReply {
+  return reply
+    .code(status)
+    .type('text/html; charset=utf-8')
+    .send(layout({ title, body, ...(nav ? { signedInAs: nav.signedInAs, csrf: nav.csrf } : {}) }));
+}

@@ -1,0 +1,113 @@
+import type { FastifyInstance } from 'fastify';
+import { RateLimiterRes } from 'rate-limiter-flexible';
+import type { AppContext } from '../context.js';
+import { MAX_PASSWORD_LENGTH } from '../domain/passwords.js';
+import { createSession, revokeSession } from '../domain/sessions.js';
+import { authenticate } from '../domain/users.js';
+import { retryAfterSeconds } from '../http/rate-limit.js';
+import { issueSessionToken } from '../tokens/session-token.js';
+import { html, PageError } from './html.js';
+import { sendPage } from './page-scope.js';
+import {
+  checkCsrf,
+  clearSessionCookie,
+  csrfToken,
+  currentUser,
+  safeNext,
+  setSessionCookie,
+} from './web-session.js';
+
+/**
+ * The sign-in page (username and password → a browser session cookie) and sign-out. Rate limited like the session
+ * API, sharing its limiter keys: per address, and per username after failures.
+ */
+export async function signInRoutes(app: FastifyInstance, ctx: AppContext): Promise<void> {
+  const { perUsername, perIp, windowSeconds } = ctx.config.signinLimit;
+  const byIp = ctx.limiters({ keyPrefix: 'signin-ip', points: perIp, durationSeconds: windowSeconds });
+  const failures = ctx.limiters({
+    keyPrefix: 'signin-user',
+    points: perUsername,
+    durationSeconds: windowSeconds,
+  });
+
+  const form = (csrf: string, next: string, username = '', message?: string) => html`
+${message ? html`<p class="error" role="alert">${message}</p>` : ''}
+<form method="post" action="/sign-in">
+  <input type="hidden" name="csrf" value="${csrf}">
+  <input type="hidden" name="next" value="${next}">
+  <label for="username">Username</label>
+  <input type="text" id="username" name="username" value="${username}" autocomplete="username" autocapitalize="none" required maxlength="64">
+  <label for="password">Password</label>
+  <input type="password" id="password" name="password" autocomplete="current-password" required maxlength="${MAX_PASSWORD_LENGTH}">
+  <div class="actions"><button type="submit" class="primary">Sign in</button></div>
+</form>`;
+
+  app.get('/sign-in', async (request, reply) => {
+    const next = safeNext((request.query as Record<string, string | undefined>)['next']);
+    if (await currentUser(ctx, request)) return reply.code(303).header('location', next).send();
+    return sendPage(reply, 200, 'Sign in', form(csrfToken(ctx, request, reply), next));
+  });
+
+  app.post('/sign-in', async (request, reply) => {
+    const body = request.body;
+    if (!(body instanceof URLSearchParams)) throw new PageError(400, 'Bad request', 'Send the sign-in form.');
+    checkCsrf(ctx, request, body);
+    const csrf = csrfToken(ctx, request, reply);
+    const next = safeNext(body.get('next') ?? undefined);
+    const username = (body.get('username') ?? '').trim().slice(0, 64);
+    const password = body.get('password') ?? '';
+    if (!username || !password || password.length > MAX_PASSWORD_LENGTH) {
+      return sendPage(reply, 400, 'Sign in', form(csrf, next, username, 'Enter your username and password.'));
+    }
+    const limited = (e: unknown) => {
+      if (!(e instanceof RateLimiterRes)) throw e;
+      reply.header('retry-after', String(retryAfterSeconds(e)));
+      return sendPage(
+        reply,
+        429,
+        'Sign in',
+        form(csrf, next, username, 'Too many sign-in attempts. Wait a while and try again.'),
+      );
+    };
+    try {
+      await byIp.consume(request.ip);
+      const f = await failures.get(username);
+      if (f && f.remainingPoints <= 0) await failures.consume(username);
+    } catch (e) {
+      return limited(e);
+    }
+    const user = await authenticate(ctx.db, username, password);
+    if (!user) {
+      try {
+        await failures.consume(username);
+      } catch (e) {
+        return limited(e);
+      }
+      return sendPage(
+        reply,
+        401,
+        'Sign in',
+        form(csrf, next, username, 'The username or password is incorrect.'),
+      );
+    }
+    await failures.delete(username);
+    const session = await createSession(ctx.db, ctx.clock, user.id, ctx.config.sessionTtlSeconds);
+    setSessionCookie(ctx, reply, await issueSessionToken(ctx, session));
+    request.log.info({ user_id: user.id, session_id: session.id }, 'browser session created');
+    return reply.code(303).header('location', next).send();
+  });
+
+  app.post('/sign-out', async (request, reply) => {
+    const body = request.body;
+    if (!(body instanceof URLSearchParams))
+      throw new PageError(400, 'Bad request', 'Send the sign-out form.');
+    checkCsrf(ctx, request, body);
+    const user = await currentUser(ctx, request);
+    if (user) {
+      await revokeSession(ctx.db, ctx.clock, user.sessionId);
+      ctx.sessionLiveness.forget(user.sessionId);
+    }
+    clearSessionCookie(ctx, reply);
+    return reply.code(303).header('location', '/sign-in').send();
+  });
+}

@@ -1,0 +1,102 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { randomSecret, safeEqual } from '../auth/secrets.js';
+import type { AppContext } from '../context.js';
+import { urls } from '../context.js';
+import { TokenError } from '../tokens/verifier.js';
+import { PageError } from './html.js';
+
+/**
+ * The browser side of sign-in: a session cookie holding the first-party session token (the `sid` it names must be
+ * live), and CSRF protection by a double-submitted random token plus an Origin check. Cookies are HttpOnly,
+ * SameSite=Lax, and Secure with the `__Host-` prefix when AUTH_URL is https.
+ */
+
+const isHttps = (ctx: AppContext) => urls.issuer(ctx.config).startsWith('https://');
+const cookieName = (ctx: AppContext, base: string) => (isHttps(ctx) ? `__Host-${base}` : base);
+
+export function readCookies(request: FastifyRequest): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const part of (request.headers.cookie ?? '').split(';')) {
+    const i = part.indexOf('=');
+    if (i < 0) continue;
+    const k = part.slice(0, i).trim();
+    if (k && !(k in out)) out[k] = decodeURIComponent(part.slice(i + 1).trim());
+  }
+  return out;
+}
+
+function setCookie(ctx: AppContext, reply: FastifyReply, name: string, value: string, maxAgeSeconds: number) {
+  const attrs = [
+    `${cookieName(ctx, name)}=${encodeURIComponent(value)}`,
+    'Path=/',
+    'HttpOnly',
+    'SameSite=Lax',
+    `Max-Age=${maxAgeSeconds}`,
+  ];
+  if (isHttps(ctx)) attrs.push('Secure');
+  const prev = reply.getHeader('set-cookie');
+  const list = Array.isArray(prev) ? prev : prev ? [String(prev)] : [];
+  reply.header('set-cookie', [...list, attrs.join('; ')]);
+}
+
+export interface WebUser {
+  userId: string;
+  sessionId: string;
+}
+
+/** The signed-in user of this browser, or undefined. */
+export async function currentUser(ctx: AppContext, request: FastifyRequest): Promise<WebUser | undefined> {
+  const token = readCookies(request)[cookieName(ctx, 'svc_session')];
+  if (!token) return undefined;
+  try {
+    const p = await ctx.verifier.verify(token, urls.issuer(ctx.config), ['session']);
+    return p.kind === 'session' ? { userId: p.userId, sessionId: p.sessionId } : undefined;
+  } catch (e) {
+    if (e instanceof TokenError) return undefined;
+    throw e;
+  }
+}
+
+export function setSessionCookie(ctx: AppContext, reply: FastifyReply, token: string): void {
+  setCookie(ctx, reply, 'svc_session', token, ctx.config.sessionTtlSeconds);
+}
+
+export function clearSessionCookie(ctx: AppContext, reply: FastifyReply): void {
+  setCookie(ctx, reply, 'svc_session', '', 0);
+}
+
+const CSRF_SHAPE = /^[A-Za-z0-9_-]{43}$/;
+
+/** The CSRF token of this browser, set as a cookie when it has none; forms carry it in a hidden `csrf` field. */
+export function csrfToken(ctx: AppContext, request: FastifyRequest, reply: FastifyReply): string {
+  const existing = readCookies(request)[cookieName(ctx, 'svc_csrf')];
+  if (existing && CSRF_SHAPE.test(existing)) return existing;
+  const fresh = randomSecret();
+  setCookie(ctx, reply, 'svc_csrf', fresh, 24 * 3600);
+  return fresh;
+}
+
+/** Refuses a form post whose CSRF token does not match the cookie, or that comes from another origin. */
+export function checkCsrf(ctx: AppContext, request: FastifyRequest, form: URLSearchParams): void {
+  const origin = request.headers.origin;
+  if (origin !== undefined && origin !== new URL(urls.issuer(ctx.config)).origin) {
+    throw new PageError(403, 'Request refused', 'This form was sent from another site.');
+  }
+  const cookie = readCookies(request)[cookieName(ctx, 'svc_csrf')];
+  const sent = form.getAll('csrf');
+  if (!cookie || sent.length !== 1 || !safeEqual(cookie, sent[0]!)) {
+    throw new PageError(
+      403,
+      'Request refused',
+      'The form has expired. Go back, reload the page and try again.',
+    );
+  }
+}
+
+/** A local path to return to after sign-in: must start with a single `/` (no open redirect). */
+export function safeNext(next: string | undefined, fallback = '/dashboard'): string {
+  if (!next?.startsWith('/') || next.startsWith('//') || next.startsWith('/\\') || /[\r\n]/.test(next)) {
+    return fallback;
+  }
+  return next;
+}
