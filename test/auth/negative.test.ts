@@ -1,0 +1,652 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { addMember } from '../../src/domain/agencies.js';
+import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+import {
+  agencyIds,
+  authorize,
+  authorizeQuery,
+  Browser,
+  connect,
+  connectionStatus,
+  type FlowOptions,
+  hidden,
+  pkce,
+  register,
+  token,
+} from './oauth-helpers.js';
+
+/** The named negative cases of issue 4 (and a few more), run on the engine TEST_DATABASE selects. */
+
+const AGENCY_MCP_URL = 'http://127.0.0.1:4102';
+const RESOURCE = `${AGENCY_MCP_URL}/mcp`;
+const REDIRECT = 'http://127.0.0.1:9999/callback';
+let server: TestServer;
+let clientId: string;
+let ada: Browser;
+
+beforeAll(async () => {
+  server = await startTestServer({ env: { AGENCY_MCP_URL, DCR_LIMIT_PER_IP: '1000' } });
+  clientId = (
+    await register(server, { redirect_uris: [REDIRECT, 'https://agent.example/cb'], client_name: 'Neg' })
+  ).body['client_id'] as string;
+  ada = new Browser(server.url.auth);
+  await ada.signIn('ada');
+});
+afterAll(() => server.close());
+
+const opts = (o: Partial<FlowOptions> = {}): FlowOptions => ({ clientId, redirectUri: REDIRECT, ...o });
+
+/** GET /oauth2/auth with a raw query; returns the response. */
+const authRaw = (query: URLSearchParams | string, browser = ada) => browser.get(`/oauth2/auth?${query}`);
+
+/** Asserts an error page: 4xx HTML, never a redirect. */
+async function expectErrorPage(res: Response, text: RegExp) {
+  expect(res.status).toBeGreaterThanOrEqual(400);
+  expect(res.status).toBeLessThan(500);
+  expect(res.headers.get('location')).toBeNull();
+  expect(res.headers.get('content-type')).toContain('text/html');
+  expect(res.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+  expect(await res.text()).toMatch(text);
+}
+
+/** Asserts an error redirect to the client with error, state and iss (RFC 6749 §4.1.2.1, RFC 9207). */
+function expectErrorRedirect(res: Response, error: string, state = 'st-123') {
+  expect(res.status).toBe(302);
+  const to = new URL(res.headers.get('location')!);
+  expect(`${to.origin}${to.pathname}`).toBe(REDIRECT);
+  expect(to.searchParams.get('error')).toBe(error);
+  expect(to.searchParams.get('error_description')).toBeTruthy();
+  expect(to.searchParams.get('state')).toBe(state);
+  expect(to.searchParams.get('iss')).toBe(server.url.auth);
+  expect(to.searchParams.has('code')).toBe(false);
+}
+
+const query = (o: Partial<FlowOptions> = {}, challenge = pkce().challenge) =>
+  authorizeQuery(server, opts(o), challenge);
+
+describe(`authorization endpoint: errors shown as a page, never redirected (${ENGINE})`, () => {
+  it('unknown client_id', async () => {
+    await expectErrorPage(await authRaw(query({ clientId: 'no-such-client' })), /not known/);
+  });
+  it('missing client_id', async () => {
+    const q = query();
+    q.delete('client_id');
+    await expectErrorPage(await authRaw(q), /client_id parameter is missing/);
+  });
+  it('repeated client_id', async () => {
+    const q = query();
+    q.append('client_id', clientId);
+    await expectErrorPage(await authRaw(q), /repeated/);
+  });
+  it('an unregistered redirect URI is shown as an error page, never redirected', async () => {
+    await expectErrorPage(await authRaw(query({ redirectUri: 'https://evil.example/cb' })), /not registered/);
+  });
+  it('redirect URI mismatch: another path on the loopback host', async () => {
+    await expectErrorPage(
+      await authRaw(query({ redirectUri: 'http://127.0.0.1:9999/other' })),
+      /not registered/,
+    );
+  });
+  it('redirect URI mismatch: an https URI differing by a trailing slash', async () => {
+    await expectErrorPage(
+      await authRaw(query({ redirectUri: 'https://agent.example/cb/' })),
+      /not registered/,
+    );
+  });
+  it('redirect URI missing when the client registered more than one', async () => {
+    const q = query();
+    q.delete('redirect_uri');
+    await expectErrorPage(await authRaw(q), /redirect_uri parameter is missing/);
+  });
+});
+
+describe(`authorization endpoint: errors redirected with error, state and iss (${ENGINE})`, () => {
+  it('response_type=token → unsupported_response_type', async () => {
+    const q = query();
+    q.set('response_type', 'token');
+    expectErrorRedirect(await authRaw(q), 'unsupported_response_type');
+  });
+  it('response_type missing → invalid_request', async () => {
+    const q = query();
+    q.delete('response_type');
+    expectErrorRedirect(await authRaw(q), 'invalid_request');
+  });
+  it('PKCE missing → invalid_request', async () => {
+    const q = query();
+    q.delete('code_challenge');
+    q.delete('code_challenge_method');
+    expectErrorRedirect(await authRaw(q), 'invalid_request');
+  });
+  it('PKCE plain → invalid_request', async () => {
+    const q = query();
+    q.set('code_challenge_method', 'plain');
+    expectErrorRedirect(await authRaw(q), 'invalid_request');
+  });
+  it('PKCE method missing (the RFC 7636 default would be plain) → invalid_request', async () => {
+    const q = query();
+    q.delete('code_challenge_method');
+    expectErrorRedirect(await authRaw(q), 'invalid_request');
+  });
+  it('malformed code_challenge → invalid_request', async () => {
+    expectErrorRedirect(await authRaw(query({}, 'short')), 'invalid_request');
+  });
+  it('resource missing → invalid_target', async () => {
+    expectErrorRedirect(await authRaw(query({ resource: undefined })), 'invalid_target');
+  });
+  it('resource different (the REST API while OAUTH_USER_RESOURCES is off) → invalid_target', async () => {
+    expectErrorRedirect(await authRaw(query({ resource: server.url.api })), 'invalid_target');
+  });
+  it('resource with a trailing slash → invalid_target', async () => {
+    expectErrorRedirect(await authRaw(query({ resource: `${RESOURCE}/` })), 'invalid_target');
+  });
+  it('resource with a fragment → invalid_target', async () => {
+    expectErrorRedirect(await authRaw(query({ resource: `${RESOURCE}#x` })), 'invalid_target');
+  });
+  it('two resources → invalid_target', async () => {
+    const q = query();
+    q.append('resource', RESOURCE);
+    expectErrorRedirect(await authRaw(q), 'invalid_target');
+  });
+  it('unknown scope → invalid_scope', async () => {
+    expectErrorRedirect(await authRaw(query({ scope: 'agency:mcp:read admin' })), 'invalid_scope');
+  });
+  it('a scope of another resource (user:read for the agency MCP server) → invalid_scope', async () => {
+    expectErrorRedirect(await authRaw(query({ scope: 'user:read' })), 'invalid_scope');
+  });
+  it('repeated scope → invalid_request', async () => {
+    const q = query({ scope: 'agency:mcp:read' });
+    q.append('scope', 'agency:mcp:write');
+    expectErrorRedirect(await authRaw(q), 'invalid_request');
+  });
+  it('Deny → access_denied', async () => {
+    const back = await authorize(server, ada, opts(), pkce().challenge, 'deny');
+    expect(back.searchParams.get('error')).toBe('access_denied');
+    expect(back.searchParams.get('iss')).toBe(server.url.auth);
+    expect(back.searchParams.get('state')).toBe('st-123');
+  });
+});
+
+describe(`resource indicators and scopes that are accepted (${ENGINE})`, () => {
+  it('resource with an upper-case scheme and host is accepted (canonical comparison)', async () => {
+    const upper = RESOURCE.replace('http://127.0.0.1', 'HTTP://127.0.0.1');
+    const { tokens } = await connect(server, {
+      clientId,
+      redirectUri: REDIRECT,
+      browser: ada,
+      resource: upper,
+    });
+    expect(JSON.parse(Buffer.from(tokens['access_token']!.split('.')[1]!, 'base64url').toString()).aud).toBe(
+      RESOURCE,
+    );
+  });
+  it('mcp:read / mcp:write aliases are accepted and tokens carry the canonical names', async () => {
+    const { tokens } = await connect(server, {
+      clientId,
+      redirectUri: REDIRECT,
+      browser: ada,
+      scope: 'mcp:read mcp:write',
+    });
+    expect(tokens['scope']).toBe('agency:mcp:read agency:mcp:write');
+  });
+  it('no scope → read access by default', async () => {
+    const { tokens } = await connect(server, {
+      clientId,
+      redirectUri: REDIRECT,
+      browser: ada,
+      scope: undefined,
+    });
+    expect(tokens['scope']).toBe('agency:mcp:read');
+  });
+});
+
+describe(`consent: the ceiling and write access (${ENGINE})`, () => {
+  async function consentPage(browser: Browser, o: Partial<FlowOptions>, agency = 'Northwind Studio') {
+    const res = await authRaw(query(o), browser);
+    let page = await res.text();
+    if (page.includes('type="radio"')) {
+      const id = (await agencyIds(server))[agency]!;
+      page = await (
+        await browser.get(
+          `/oauth2/auth/consent?${new URLSearchParams({ request: hidden(page, 'request'), agency_id: id })}`,
+        )
+      ).text();
+    }
+    return page;
+  }
+
+  it('write is not offered to a viewer, and the token carries no write scope', async () => {
+    const linus = new Browser(server.url.auth);
+    await linus.signIn('linus');
+    const page = await consentPage(linus, { scope: 'agency:mcp:read agency:mcp:write' });
+    expect(page).toMatch(/your role \(viewer\) cannot make changes/);
+    expect(page).not.toMatch(/value="(tasks|clients|projects|notes):write"/);
+    const { tokens } = await connect(server, {
+      clientId,
+      redirectUri: REDIRECT,
+      browser: linus,
+      scope: 'agency:mcp:read agency:mcp:write',
+    });
+    expect(tokens['scope']).toBe('agency:mcp:read');
+  });
+
+  it('write is not offered where the agency disallows agent write (Blue Harbor), even to a manager', async () => {
+    const db = server.services.ctx.db;
+    const grace = await db
+      .selectFrom('users')
+      .select('id')
+      .where('username', '=', 'grace')
+      .executeTakeFirstOrThrow();
+    await addMember(db, server.clock, {
+      agencyId: (await agencyIds(server))['Blue Harbor']!,
+      userId: grace.id,
+      role: 'manager',
+    });
+    const browser = new Browser(server.url.auth);
+    await browser.signIn('grace');
+    const page = await consentPage(browser, { scope: 'agency:mcp:write' }, 'Blue Harbor');
+    expect(page).toMatch(/does not allow agents to make changes/);
+    expect(page).not.toMatch(/value="tasks:write"/);
+    expect(page).toMatch(/value="tasks:read"/);
+  });
+
+  it('write is offered to the owner where the agency allows it', async () => {
+    const page = await consentPage(ada, { scope: 'agency:mcp:write' });
+    expect(page).toMatch(/value="clients:write"/);
+  });
+
+  it('a ceiling permission that was not offered is refused', async () => {
+    const linus = new Browser(server.url.auth);
+    await linus.signIn('linus');
+    await expect(
+      authorize(
+        server,
+        linus,
+        opts({ scope: 'agency:mcp:write', ceiling: ['tasks:read', 'tasks:write'] }),
+        pkce().challenge,
+      ),
+    ).rejects.toThrow(/consent: 400/);
+  });
+
+  it('the consent form without its CSRF token is refused', async () => {
+    const page = await consentPage(ada, {});
+    const res = await ada.post('/oauth2/auth/consent', {
+      request: hidden(page, 'request'),
+      agency_id: hidden(page, 'agency_id'),
+      decision: 'allow',
+      ceiling: 'tasks:read',
+    });
+    await expectErrorPage(res, /form has expired/);
+  });
+
+  it('the consent form from another origin is refused', async () => {
+    const page = await consentPage(ada, {});
+    const res = await ada.post(
+      '/oauth2/auth/consent',
+      {
+        csrf: ada.csrf,
+        request: hidden(page, 'request'),
+        agency_id: hidden(page, 'agency_id'),
+        decision: 'allow',
+      },
+      { origin: 'https://evil.example' },
+    );
+    await expectErrorPage(res, /another site/);
+  });
+
+  it('an agency the user is not a member of is refused', async () => {
+    const linus = new Browser(server.url.auth);
+    await linus.signIn('linus');
+    const res = await authRaw(query(), linus);
+    const page = await res.text();
+    // linus has one agency, so he goes straight to consent; asking for Blue Harbor is refused.
+    const other = (await agencyIds(server))['Blue Harbor']!;
+    const r2 = await linus.get(
+      `/oauth2/auth/consent?${new URLSearchParams({ request: hidden(page, 'request'), agency_id: other })}`,
+    );
+    await expectErrorPage(r2, /not an active member/);
+  });
+});
+
+describe(`token endpoint (${ENGINE})`, () => {
+  async function code(o: Partial<FlowOptions> = {}) {
+    const { verifier, challenge } = pkce();
+    const back = await authorize(
+      server,
+      ada,
+      opts({ scope: 'agency:mcp:read offline_access', ...o }),
+      challenge,
+    );
+    return { code: back.searchParams.get('code')!, verifier };
+  }
+  const exchange = (c: { code: string; verifier: string }, extra: Record<string, string> = {}) =>
+    token(server, {
+      grant_type: 'authorization_code',
+      code: c.code,
+      code_verifier: c.verifier,
+      redirect_uri: REDIRECT,
+      client_id: clientId,
+      ...extra,
+    });
+
+  it('wrong PKCE verifier → invalid_grant', async () => {
+    const c = await code();
+    const { res, body } = await exchange({ ...c, verifier: pkce().verifier });
+    expect(res.status).toBe(400);
+    expect(body['error']).toBe('invalid_grant');
+    expect(res.headers.get('cache-control')).toBe('no-store');
+  });
+  it('missing code_verifier → invalid_request', async () => {
+    const c = await code();
+    const { body } = await token(server, {
+      grant_type: 'authorization_code',
+      code: c.code,
+      redirect_uri: REDIRECT,
+      client_id: clientId,
+    });
+    expect(body['error']).toBe('invalid_request');
+  });
+  it('code replay → invalid_grant and the connection it produced is revoked', async () => {
+    const c = await code();
+    const first = await exchange(c);
+    expect(first.res.status).toBe(200);
+    const second = await exchange(c);
+    expect(second.body['error']).toBe('invalid_grant');
+    expect((await connectionStatus(server, first.body['access_token']!)).revoke_reason).toBe('code_replay');
+    await expect(
+      server.services.ctx.verifier.verify(first.body['access_token']!, RESOURCE, ['oauth']),
+    ).rejects.toMatchObject({ failure: 'revoked' });
+    const refresh = await token(server, {
+      grant_type: 'refresh_token',
+      refresh_token: first.body['refresh_token']!,
+      client_id: clientId,
+    });
+    expect(refresh.body['error']).toBe('invalid_grant');
+  });
+  it('concurrent exchanges of one code → exactly one success', async () => {
+    const c = await code();
+    const results = await Promise.all(Array.from({ length: 5 }, () => exchange(c)));
+    expect(results.filter((r) => r.res.status === 200)).toHaveLength(1);
+  });
+  it('code after 61 s → invalid_grant', async () => {
+    const c = await code();
+    server.clock.advance(61_000);
+    const { body } = await exchange(c);
+    expect(body['error']).toBe('invalid_grant');
+    expect(body['error_description']).toMatch(/expired/);
+  });
+  it('redirect_uri mismatch at the token endpoint → invalid_grant', async () => {
+    const { body } = await exchange(await code(), { redirect_uri: 'https://agent.example/cb' });
+    expect(body['error']).toBe('invalid_grant');
+  });
+  it('another client_id → invalid_grant', async () => {
+    const { body } = await exchange(await code(), { client_id: 'claude-code' });
+    expect(body['error']).toBe('invalid_grant');
+  });
+  it('missing client_id → invalid_request', async () => {
+    const c = await code();
+    const { body } = await token(server, {
+      grant_type: 'authorization_code',
+      code: c.code,
+      code_verifier: c.verifier,
+    });
+    expect(body['error']).toBe('invalid_request');
+  });
+  it('resource different at the token endpoint → invalid_target', async () => {
+    const { body } = await exchange(await code(), { resource: server.url.api });
+    expect(body['error']).toBe('invalid_target');
+  });
+  it('an unknown code → invalid_grant', async () => {
+    const { body } = await exchange({ code: 'nope', verifier: pkce().verifier });
+    expect(body['error']).toBe('invalid_grant');
+  });
+  it('unsupported grant_type → unsupported_grant_type', async () => {
+    const { body } = await token(server, { grant_type: 'password', username: 'ada', password: 'x' });
+    expect(body['error']).toBe('unsupported_grant_type');
+  });
+  it('missing grant_type → invalid_request', async () => {
+    const { body } = await token(server, { code: 'x' });
+    expect(body['error']).toBe('invalid_request');
+  });
+  it('client_secret (client authentication) → 401 invalid_client', async () => {
+    const { res, body } = await exchange(await code(), { client_secret: 'x' });
+    expect(res.status).toBe(401);
+    expect(body['error']).toBe('invalid_client');
+  });
+  it('HTTP Basic client authentication → 401 invalid_client', async () => {
+    const c = await code();
+    const { res, body } = await token(
+      server,
+      { grant_type: 'authorization_code', code: c.code, code_verifier: c.verifier, client_id: clientId },
+      { authorization: `Basic ${Buffer.from(`${clientId}:x`).toString('base64')}` },
+    );
+    expect(res.status).toBe(401);
+    expect(body['error']).toBe('invalid_client');
+  });
+  it('a JSON body → invalid_request', async () => {
+    const res = await fetch(`${server.url.auth}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ grant_type: 'authorization_code' }),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toBe('invalid_request');
+  });
+  it('a repeated parameter → invalid_request', async () => {
+    const res = await fetch(`${server.url.auth}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'grant_type=refresh_token&refresh_token=a&refresh_token=b&client_id=x',
+    });
+    expect(((await res.json()) as { error: string }).error).toBe('invalid_request');
+  });
+});
+
+describe(`refresh tokens (${ENGINE})`, () => {
+  const refresh = (rt: string, extra: Record<string, string> = {}) =>
+    token(server, { grant_type: 'refresh_token', refresh_token: rt, client_id: clientId, ...extra });
+  const fresh = () => connect(server, { clientId, redirectUri: REDIRECT, browser: ada });
+
+  it('rotates on every use and slides the connection expiry', async () => {
+    const { tokens } = await fresh();
+    server.clock.advance(3600_000);
+    const a = await refresh(tokens['refresh_token']!);
+    expect(a.res.status).toBe(200);
+    expect(a.res.headers.get('cache-control')).toBe('no-store');
+    expect(a.body['refresh_token']).not.toBe(tokens['refresh_token']);
+    const conn = await connectionStatus(server, a.body['access_token']!);
+    expect(conn.expires_at).toBe(server.clock.now() + 30 * 24 * 3600_000);
+  });
+  it('reuse of a rotated token → invalid_grant and the whole connection is revoked', async () => {
+    const { tokens } = await fresh();
+    const a = await refresh(tokens['refresh_token']!);
+    const reuse = await refresh(tokens['refresh_token']!);
+    expect(reuse.body['error']).toBe('invalid_grant');
+    expect((await connectionStatus(server, a.body['access_token']!)).revoke_reason).toBe('refresh_reuse');
+    // The successor dies with the connection.
+    expect((await refresh(a.body['refresh_token']!)).body['error']).toBe('invalid_grant');
+    const events = await server.services.ctx.db
+      .selectFrom('audit_events')
+      .select('type')
+      .where('type', '=', 'connection.refresh_reuse_detected')
+      .execute();
+    expect(events.length).toBeGreaterThan(0);
+  });
+  it('10 concurrent refreshes of one token → exactly one success', async () => {
+    const { tokens } = await fresh();
+    const results = await Promise.all(Array.from({ length: 10 }, () => refresh(tokens['refresh_token']!)));
+    expect(results.filter((r) => r.res.status === 200)).toHaveLength(1);
+    expect(results.filter((r) => r.body['error'] === 'invalid_grant')).toHaveLength(9);
+  });
+  it('another client_id → invalid_grant (and the connection survives)', async () => {
+    const { tokens } = await fresh();
+    expect((await refresh(tokens['refresh_token']!, { client_id: 'claude-code' })).body['error']).toBe(
+      'invalid_grant',
+    );
+    expect((await refresh(tokens['refresh_token']!)).res.status).toBe(200);
+  });
+  it('a wider scope → invalid_scope; a narrower one is granted', async () => {
+    const { tokens } = await fresh();
+    expect((await refresh(tokens['refresh_token']!, { scope: 'agency:mcp:write' })).body['error']).toBe(
+      'invalid_scope',
+    );
+    const narrow = await refresh(tokens['refresh_token']!, { scope: 'agency:mcp:read' });
+    expect(narrow.body['scope']).toBe('agency:mcp:read');
+  });
+  it('after 30 days unused → invalid_grant', async () => {
+    const { tokens } = await fresh();
+    server.clock.advance(31 * 24 * 3600_000);
+    expect((await refresh(tokens['refresh_token']!)).body['error']).toBe('invalid_grant');
+  });
+  it('an unknown refresh token → invalid_grant', async () => {
+    expect((await refresh('not-a-token')).body['error']).toBe('invalid_grant');
+  });
+});
+
+describe(`revocation (${ENGINE})`, () => {
+  const revoke = (params: Record<string, string>) =>
+    fetch(`${server.url.auth}/oauth/revoke`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams(params).toString(),
+    });
+  it('revoke of an unknown token → 200', async () => {
+    expect((await revoke({ token: 'unknown', client_id: clientId })).status).toBe(200);
+  });
+  it('revoke without a token → invalid_request', async () => {
+    const res = await revoke({ client_id: clientId });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toBe('invalid_request');
+  });
+  it("another client's token is not revoked (and the answer is still 200)", async () => {
+    const { tokens } = await connect(server, { clientId, redirectUri: REDIRECT, browser: ada });
+    expect((await revoke({ token: tokens['refresh_token']!, client_id: 'claude-code' })).status).toBe(200);
+    expect((await connectionStatus(server, tokens['access_token']!)).status).toBe('active');
+  });
+});
+
+describe(`dynamic client registration (${ENGINE})`, () => {
+  it('token_endpoint_auth_method client_secret_basic → 400 invalid_client_metadata', async () => {
+    const { res, body } = await register(server, {
+      redirect_uris: [REDIRECT],
+      token_endpoint_auth_method: 'client_secret_basic',
+    });
+    expect(res.status).toBe(400);
+    expect(body['error']).toBe('invalid_client_metadata');
+  });
+  it('no redirect_uris → invalid_redirect_uri', async () => {
+    expect((await register(server, { client_name: 'x' })).body['error']).toBe('invalid_redirect_uri');
+  });
+  it('http on a non-loopback host → invalid_redirect_uri', async () => {
+    expect((await register(server, { redirect_uris: ['http://agent.example/cb'] })).body['error']).toBe(
+      'invalid_redirect_uri',
+    );
+  });
+  it('a redirect URI with a fragment → invalid_redirect_uri', async () => {
+    expect((await register(server, { redirect_uris: ['https://agent.example/cb#x'] })).body['error']).toBe(
+      'invalid_redirect_uri',
+    );
+  });
+  it('a private-use scheme needs application_type native (and a reverse domain name)', async () => {
+    expect((await register(server, { redirect_uris: ['com.example.agent:/cb'] })).body['error']).toBe(
+      'invalid_redirect_uri',
+    );
+    expect(
+      (await register(server, { redirect_uris: ['agent:/cb'], application_type: 'native' })).body['error'],
+    ).toBe('invalid_redirect_uri');
+    const ok = await register(server, {
+      redirect_uris: ['com.example.agent:/cb'],
+      application_type: 'native',
+    });
+    expect(ok.res.status).toBe(201);
+    expect(ok.body).toMatchObject({ application_type: 'native', token_endpoint_auth_method: 'none' });
+  });
+  it('javascript: redirect → invalid_redirect_uri', async () => {
+    expect(
+      (await register(server, { redirect_uris: ['javascript:alert(1)'], application_type: 'native' })).body[
+        'error'
+      ],
+    ).toBe('invalid_redirect_uri');
+  });
+  it('unsupported grant type → invalid_client_metadata', async () => {
+    expect(
+      (await register(server, { redirect_uris: [REDIRECT], grant_types: ['client_credentials'] })).body[
+        'error'
+      ],
+    ).toBe('invalid_client_metadata');
+  });
+  it('not JSON object → invalid_client_metadata', async () => {
+    expect((await register(server, [] as unknown as Record<string, unknown>)).body['error']).toBe(
+      'invalid_client_metadata',
+    );
+  });
+});
+
+describe(`DCR rate limit and cap (${ENGINE})`, () => {
+  let small: TestServer;
+  beforeAll(async () => {
+    small = await startTestServer({
+      env: { AGENCY_MCP_URL, DCR_LIMIT_PER_IP: '3', DCR_MAX_CLIENTS: '2' },
+      seed: false,
+    });
+  });
+  afterAll(() => small.close());
+
+  it('the cap prunes the oldest never-used client; the rate limit answers 429 with Retry-After', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      small.clock.advance(1000);
+      const { res, body } = await register(small, { redirect_uris: [`https://a${i}.example/cb`] });
+      expect(res.status).toBe(201);
+      ids.push(body['client_id'] as string);
+    }
+    const rows = await small.services.ctx.db
+      .selectFrom('oauth_clients')
+      .select('client_id')
+      .where('kind', '=', 'dcr')
+      .execute();
+    expect(rows.map((r) => r.client_id).sort()).toEqual([ids[1], ids[2]].sort());
+    const { res, body } = await register(small, { redirect_uris: ['https://a9.example/cb'] });
+    expect(res.status).toBe(429);
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(body['error']).toBeTruthy();
+  });
+});
+
+describe(`sign-in page (${ENGINE})`, () => {
+  it('a wrong password shows the page again with 401', async () => {
+    const b = new Browser(server.url.auth);
+    await b.get('/sign-in');
+    const res = await b.post('/sign-in', {
+      csrf: b.csrf,
+      username: 'ada',
+      password: 'wrong-password',
+      next: '/dashboard',
+    });
+    expect(res.status).toBe(401);
+    expect(await res.text()).toMatch(/incorrect/);
+    expect(b.cookies.has('svc_session')).toBe(false);
+  });
+  it('the sign-in form without CSRF token is refused', async () => {
+    const b = new Browser(server.url.auth);
+    const res = await b.post('/sign-in', { username: 'ada', password: 'ada-demo-password' });
+    expect(res.status).toBe(403);
+  });
+  it('next may not leave the site (no open redirect)', async () => {
+    const b = new Browser(server.url.auth);
+    await b.get('/sign-in');
+    const res = await b.post('/sign-in', {
+      csrf: b.csrf,
+      username: 'ada',
+      password: 'ada-demo-password',
+      next: '//evil.example/',
+    });
+    expect(res.headers.get('location')).toBe('/dashboard');
+  });
+  it('cookies are HttpOnly and SameSite=Lax', async () => {
+    const b = new Browser(server.url.auth);
+    const res = await b.get('/sign-in');
+    const cookie = res.headers.getSetCookie().join('\n');
+    expect(cookie).toMatch(/HttpOnly/);
+    expect(cookie).toMatch(/SameSite=Lax/);
+  });
+});
