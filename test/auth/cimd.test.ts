@@ -1,0 +1,245 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config/config.js';
+import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+import { authorize, authorizeQuery, Browser, pkce, token } from './oauth-helpers.js';
+
+/**
+ * Client ID Metadata Documents against a real https server on 127.0.0.1 with a certificate made at test time. The
+ * authorization server trusts it through the test-only CIMD_TEST_CA_FILE, and CIMD_TEST_ALLOW_LOOPBACK lets it reach
+ * loopback (and nothing else special-use); a second server without that setting shows the address refusal.
+ */
+
+const AGENCY_MCP_URL = 'http://127.0.0.1:4102';
+const REDIRECT = 'http://127.0.0.1:7777/callback';
+let dir: string;
+let docs: Server;
+let base: string;
+let server: TestServer;
+let strict: TestServer;
+const hits: Record<string, number> = {};
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'svc-cimd-'));
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      join(dir, 'cert.pem'),
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+    ],
+    { stdio: 'ignore' },
+  );
+  docs = createServer(
+    { key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) },
+    (req, res) => {
+      const path = (req.url ?? '/').split('?')[0]!;
+      hits[path] = (hits[path] ?? 0) + 1;
+      const self = `${base}${req.url}`;
+      const doc = (extra: Record<string, unknown> = {}) =>
+        JSON.stringify({ client_id: self, client_name: 'Doc Agent', redirect_uris: [REDIRECT], ...extra });
+      const json = (body: string, headers: Record<string, string> = {}) => {
+        res.writeHead(200, { 'content-type': 'application/json', ...headers });
+        res.end(body);
+      };
+      if (path.startsWith('/good')) return json(doc(), { 'cache-control': 'max-age=5' });
+      if (path === '/long-cache') return json(doc(), { 'cache-control': 'max-age=999999' });
+      if (path === '/mismatch') return json(doc({ client_id: `${base}/other` }));
+      if (path === '/secret')
+        return json(doc({ client_secret: 'x', token_endpoint_auth_method: 'client_secret_basic' }));
+      if (path === '/not-json') return json('<html></html>');
+      if (path === '/missing') {
+        res.writeHead(404);
+        return res.end();
+      }
+      if (path === '/redirect') {
+        res.writeHead(302, { location: `${base}/good-target` });
+        return res.end();
+      }
+      if (path === '/big') return json(doc({ padding: 'x'.repeat(6000) }));
+      if (path === '/big-chunked') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write(doc().slice(0, -1));
+        res.write(`,"padding":"${'y'.repeat(6000)}"}`);
+        return res.end();
+      }
+      if (path === '/slow') {
+        setTimeout(() => json(doc()), 4000).unref();
+        return;
+      }
+      if (path === '/coalesce') {
+        setTimeout(() => json(doc()), 300);
+        return;
+      }
+      res.writeHead(500);
+      res.end();
+    },
+  );
+  await new Promise<void>((r) => docs.listen(0, '127.0.0.1', r));
+  base = `https://127.0.0.1:${(docs.address() as AddressInfo).port}`;
+  const env = { AGENCY_MCP_URL, CIMD_TEST_CA_FILE: join(dir, 'cert.pem') };
+  server = await startTestServer({ env: { ...env, CIMD_TEST_ALLOW_LOOPBACK: 'on' } });
+  strict = await startTestServer({ env });
+});
+afterAll(async () => {
+  await Promise.all([server?.close(), strict?.close()]);
+  docs?.closeAllConnections();
+  await new Promise((r) => docs?.close(r));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const authPage = async (s: TestServer, clientId: string) => {
+  const b = new Browser(s.url.auth);
+  await b.signIn('linus');
+  return b.get(`/oauth2/auth?${authorizeQuery(s, { clientId, redirectUri: REDIRECT }, pkce().challenge)}`);
+};
+
+async function expectRefused(res: Response, why: RegExp) {
+  expect(res.status).toBe(400);
+  expect(res.headers.get('location')).toBeNull();
+  const page = await res.text();
+  expect(page).toMatch(/metadata document cannot be used|not known/);
+  expect(page).toMatch(why);
+}
+
+describe(`Client ID Metadata Documents (${ENGINE})`, () => {
+  it('a valid document: consent shows the client host and warns about the loopback redirect; codes exchange without fetching', async () => {
+    const clientId = `${base}/good`;
+    const browser = new Browser(server.url.auth);
+    await browser.signIn('linus');
+    const res = await browser.get(
+      `/oauth2/auth?${authorizeQuery(server, { clientId, redirectUri: REDIRECT }, pkce().challenge)}`,
+    );
+    expect(res.status).toBe(200);
+    const page = await res.text();
+    expect(page).toContain('Doc Agent');
+    expect(page).toContain(new URL(base).host);
+    expect(page).toMatch(/on your own computer/);
+
+    const { verifier, challenge } = pkce();
+    const back = await authorize(server, browser, { clientId, redirectUri: REDIRECT }, challenge);
+    const before = hits['/good'];
+    const { res: tr, body } = await token(server, {
+      grant_type: 'authorization_code',
+      code: back.searchParams.get('code')!,
+      code_verifier: verifier,
+      client_id: clientId,
+      redirect_uri: REDIRECT,
+    });
+    expect(tr.status).toBe(200);
+    expect(body['access_token']).toBeTruthy();
+    expect(hits['/good']).toBe(before);
+    const stored = await server.services.ctx.db
+      .selectFrom('oauth_clients')
+      .selectAll()
+      .where('client_id', '=', clientId)
+      .executeTakeFirstOrThrow();
+    expect(stored.kind).toBe('cimd');
+    expect(JSON.parse(stored.metadata).redirect_uris).toEqual([REDIRECT]);
+  });
+
+  it('caches by HTTP headers clamped to at least 30 s, then fetches again', async () => {
+    const clientId = `${base}/good-cache`;
+    await authPage(server, clientId);
+    await authPage(server, clientId);
+    expect(hits['/good-cache']).toBe(1);
+    server.clock.advance(10_000); // past max-age=5 but within the 30 s floor
+    await authPage(server, clientId);
+    expect(hits['/good-cache']).toBe(1);
+    server.clock.advance(25_000);
+    await authPage(server, clientId);
+    expect(hits['/good-cache']).toBe(2);
+  });
+
+  it('caps the cache at one day', async () => {
+    const clientId = `${base}/long-cache`;
+    await authPage(server, clientId);
+    const row = await server.services.ctx.db
+      .selectFrom('oauth_clients')
+      .select('metadata_expires_at')
+      .where('client_id', '=', clientId)
+      .executeTakeFirstOrThrow();
+    expect(row.metadata_expires_at! - server.clock.now()).toBeLessThanOrEqual(24 * 3600_000);
+  });
+
+  it('concurrent fetches of one URL coalesce', async () => {
+    const clientId = `${base}/coalesce`;
+    const results = await Promise.all(Array.from({ length: 5 }, () => authPage(server, clientId)));
+    expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(hits['/coalesce']).toBe(1);
+  });
+
+  it('a document whose client_id does not equal its URL', async () => {
+    await expectRefused(await authPage(server, `${base}/mismatch`), /does not equal its URL/);
+  });
+  it('a non-200 answer', async () => {
+    await expectRefused(await authPage(server, `${base}/missing`), /answered 404/);
+  });
+  it('a redirect is not followed', async () => {
+    await expectRefused(await authPage(server, `${base}/redirect`), /redirects/);
+    expect(hits['/good-target']).toBeUndefined();
+  });
+  it('a body over 5 KiB (declared length)', async () => {
+    await expectRefused(await authPage(server, `${base}/big`), /larger than 5 KiB/);
+  });
+  it('a body over 5 KiB (streamed without a length)', async () => {
+    await expectRefused(await authPage(server, `${base}/big-chunked`), /larger than 5 KiB/);
+  });
+  it('a slow server (over about 3 s)', async () => {
+    const t0 = Date.now();
+    await expectRefused(await authPage(server, `${base}/slow`), /timed out/);
+    expect(Date.now() - t0).toBeLessThan(3900);
+  });
+  it('a document with a client secret (not a public client)', async () => {
+    await expectRefused(await authPage(server, `${base}/secret`), /client_secret/);
+  });
+  it('a document that is not JSON', async () => {
+    await expectRefused(await authPage(server, `${base}/not-json`), /not JSON/);
+  });
+  it('URL rules: fragment, userinfo, dot segments, no path', async () => {
+    await expectRefused(await authPage(server, `${base}/good#x`), /fragment/);
+    await expectRefused(await authPage(server, `https://user@127.0.0.1:1/good`), /user information/);
+    await expectRefused(await authPage(server, `${base}/a/../good`), /path segments/);
+    await expectRefused(await authPage(server, `${base}/a/%2E%2E/good`), /path segments/);
+    await expectRefused(await authPage(server, `${base}/`), /must have a path/);
+  });
+  it('a special-use address is refused on the connected socket (127.0.0.1 literal) without the test allowance', async () => {
+    const before = hits['/good'] ?? 0;
+    await expectRefused(await authPage(strict, `${base}/good`), /special-use/);
+    expect(hits['/good'] ?? 0).toBe(before);
+  });
+  it('a host name resolving to a special-use address is refused (localhost)', async () => {
+    const port = new URL(base).port;
+    await expectRefused(await authPage(strict, `https://localhost:${port}/good`), /special-use/);
+  });
+  it('private and link-local literals are refused even with the loopback allowance', async () => {
+    await expectRefused(await authPage(server, 'https://10.0.0.1/client.json'), /special-use/);
+    await expectRefused(await authPage(server, 'https://169.254.169.254/latest'), /special-use/);
+    await expectRefused(await authPage(server, 'https://[::ffff:192.168.1.1]/c'), /special-use/);
+  });
+  it('the test-only settings are refused in production', () => {
+    expect(() => loadConfig({ NODE_ENV: 'production', CIMD_TEST_ALLOW_LOOPBACK: 'on' })).toThrow(ConfigError);
+    expect(() => loadConfig({ NODE_ENV: 'production', CIMD_TEST_CA_FILE: '/tmp/x.pem' })).toThrow(
+      /^Invalid CIMD_TEST_CA_FILE="\/tmp\/x.pem": a test-only setting/,
+    );
+  });
+});
