@@ -1,4 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AI_CATALOG_PATH } from '../companions/ai-catalog.js';
+import { restHostCompanions } from '../companions/hosts.js';
+import { serveCompanions } from '../companions/serve.js';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
 import { renderUser } from '../domain/resources.js';
@@ -7,7 +10,6 @@ import { restErrors } from '../http/rest-errors.js';
 import type { Principal } from '../tokens/verifier.js';
 import { VERSION_HEADER } from '../versions/registry.js';
 import { resolveVersion } from '../versions/resolve.js';
-import { buildOpenApi } from './openapi.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -15,6 +17,9 @@ declare module 'fastify' {
     requestedVersion: string | undefined;
   }
 }
+
+/** Every response of the REST host points agents at the AI catalog (RFC 8288 web linking). */
+const AI_CATALOG_LINK = `<${AI_CATALOG_PATH}>; rel="ai-catalog"`;
 
 /** The REST API surface at BASE_URL (SPEC §4.1). */
 export async function apiSurface(app: FastifyInstance, ctx: AppContext): Promise<void> {
@@ -26,6 +31,10 @@ export async function apiSurface(app: FastifyInstance, ctx: AppContext): Promise
   });
   app.decorateRequest('requestedVersion', undefined);
   app.removeContentTypeParser('text/plain');
+  app.addHook('onRequest', (_request, reply, done) => {
+    reply.header('link', AI_CATALOG_LINK);
+    done();
+  });
 
   /** Validates the version header of a versioned route before anything else (a bad one is a 400). */
   const versioned = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
@@ -52,14 +61,8 @@ export async function apiSurface(app: FastifyInstance, ctx: AppContext): Promise
     return ctx.versions.render('user', renderUser(user), version);
   });
 
-  let openApi: string | undefined;
-  app.get('/openapi.json', async (_request, reply) => {
-    openApi ??= JSON.stringify(buildOpenApi(ctx.config, ctx.versions));
-    return reply
-      .type('application/json; charset=utf-8')
-      .header('cache-control', 'public, max-age=300')
-      .send(openApi);
-  });
+  // The machine-readable companions (SPEC §1), generated from the running configuration.
+  serveCompanions(app, restHostCompanions(ctx));
 }
 
 async function currentUser(ctx: AppContext, principal: Principal) {

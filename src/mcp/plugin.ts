@@ -1,5 +1,7 @@
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { mcpHostCompanions } from '../companions/hosts.js';
+import { serveCompanions } from '../companions/serve.js';
 import { type AppContext, urls } from '../context.js';
 import { authenticateMcpRequest, type McpAuthPolicy, toAuthInfo } from './auth.js';
 import { mountMcpEndpoint } from './endpoint.js';
@@ -21,6 +23,8 @@ export async function mcpSurface(app: FastifyInstance, ctx: AppContext): Promise
     scopesSupported: [USER_READ],
     resourceName: 'Svc user MCP server',
   }));
+  // SEP-2127 server card, at `<mcp-url>/server-card` and the well-known location.
+  serveCompanions(app, mcpHostCompanions(ctx, 'user'));
   const handler = createMcpHandler(userServerFactory(ctx), {
     maxRequestBodySize: ctx.config.bodyLimitBytes,
     onerror: (error) => reportSdkError(ctx.log, error),

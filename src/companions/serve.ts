@@ -1,0 +1,47 @@
+import { createHash } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Companion } from './document.js';
+
+interface Served extends Companion {
+  etag: string;
+}
+
+/** A document's path and how to build it; built on first request, when every public URL is known. */
+export type CompanionBuilders = Record<string, () => Companion>;
+
+/**
+ * Serves public companion documents (GET and HEAD) with their media type, `Access-Control-Allow-Origin: *`,
+ * `Cache-Control`, and a strong `ETag` answered with 304 on a matching `If-None-Match` (RFC 9110 §13.1.2).
+ * Each document is built once, on its first request, and then served from memory.
+ */
+export function serveCompanions(app: FastifyInstance, builders: CompanionBuilders): void {
+  for (const [path, build] of Object.entries(builders)) {
+    let served: Served | undefined;
+    app.get(path, (request, reply) => {
+      if (!served) {
+        const doc = build();
+        served = { ...doc, etag: etagOf(doc.body) };
+      }
+      return send(request, reply, served);
+    });
+  }
+}
+
+const etagOf = (body: string) => `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
+
+function send(request: FastifyRequest, reply: FastifyReply, doc: Served): FastifyReply {
+  reply
+    .header('access-control-allow-origin', '*')
+    .header('cache-control', 'public, max-age=300')
+    .header('etag', doc.etag)
+    .header('vary', 'Accept-Encoding');
+  if (matches(request.headers['if-none-match'], doc.etag)) return reply.code(304).send();
+  return reply.type(doc.contentType).send(doc.body);
+}
+
+/** RFC 9110 §13.1.2: `*` or any listed tag, compared weakly (a `W/` prefix does not matter for If-None-Match). */
+function matches(ifNoneMatch: string | undefined, etag: string): boolean {
+  if (!ifNoneMatch) return false;
+  if (ifNoneMatch.trim() === '*') return true;
+  return ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
+}

@@ -1,0 +1,61 @@
+import type { Config } from '../config/config.js';
+import { urls } from '../context.js';
+import { protectedResourceMetadataUrl } from '../mcp/protected-resource.js';
+import { MCP_PROTOCOL_VERSIONS } from '../mcp/protocol-versions.js';
+import { PACKAGE_IDENTITY } from '../mcp/server-identity.js';
+
+/**
+ * MCP Server Cards (SEP-2127 draft): what a client needs to connect to each MCP server before connecting to it.
+ * Built from the same constants the servers run with (URLs, protocol versions, package version, scopes).
+ */
+
+export const SERVER_CARD_SCHEMA = 'https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json';
+export const SERVER_CARD_MEDIA_TYPE = 'application/mcp-server-card+json';
+/** SPEC §9.5: the agency MCP server is at its own version. */
+export const AGENCY_MCP_VERSION = '1.0.0';
+
+export type McpServerKind = 'user' | 'agency';
+
+/** Where a card is served: `<mcp-url>/server-card` on its own host. */
+export const serverCardUrl = (config: Config, kind: McpServerKind) =>
+  `${resourceOf(config, kind)}/server-card`;
+
+export function resourceOf(config: Config, kind: McpServerKind): string {
+  return kind === 'user' ? urls.mcpResource(config) : urls.agencyMcpResource(config);
+}
+
+/** `name` in reverse-DNS form with one slash (SEP-2127): the public host's labels reversed, then the server. */
+export function serverCardName(config: Config, kind: McpServerKind): string {
+  const host = new URL(urls.api(config)).hostname;
+  const isDnsName = /[a-z]/i.test(host) && host.includes('.') && !host.includes(':');
+  const namespace = isDnsName ? host.split('.').reverse().join('.') : 'localhost.svc';
+  return `${namespace}/${kind}-mcp`;
+}
+
+export function serverCard(config: Config, kind: McpServerKind): Record<string, unknown> {
+  const resource = resourceOf(config, kind);
+  const user = kind === 'user';
+  return {
+    $schema: SERVER_CARD_SCHEMA,
+    name: serverCardName(config, kind),
+    version: user ? PACKAGE_IDENTITY.version : AGENCY_MCP_VERSION,
+    title: user ? 'Svc user' : 'Svc agency',
+    description: user
+      ? 'Acts as the signed-in user who owns the bearer token: read their profile (tool get_me, resource user://me).'
+      : 'Acts for one member of one agency (OAuth 2.1): read and, with consent, change clients, projects, tasks and notes.',
+    websiteUrl: `${urls.api(config)}/llms.txt`,
+    remotes: [
+      {
+        type: 'streamable-http',
+        url: resource,
+        supportedProtocolVersions: [...MCP_PROTOCOL_VERSIONS],
+        authentication: { required: true, schemes: user ? ['bearer'] : ['oauth2'] },
+      },
+    ],
+    capabilities: user ? { tools: {}, resources: {} } : { tools: {} },
+    _meta: {
+      'io.modelcontextprotocol/oauth-protected-resource': protectedResourceMetadataUrl(resource),
+      'svc/auth-guide': `${urls.api(config)}/auth.md`,
+    },
+  };
+}
