@@ -52,7 +52,7 @@ export function layout(o: {
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="same-origin">
 <title>${esc(o.title)}</title>
 <link rel="stylesheet" href="/assets/dashboard.css">
 </head>

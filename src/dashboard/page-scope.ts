@@ -23,7 +23,8 @@ export function pageScope(app: FastifyInstance, _ctx: AppContext): void {
       reply.header('content-security-policy', contentSecurityPolicy());
     reply.header('x-frame-options', 'DENY');
     reply.header('x-content-type-options', 'nosniff');
-    reply.header('referrer-policy', 'no-referrer');
+    // same-origin: no Referer leaves the site, yet same-origin form posts keep a real Origin (no-referrer makes it "null").
+    reply.header('referrer-policy', 'same-origin');
     if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
     return payload;
   });

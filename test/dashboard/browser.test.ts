@@ -1,0 +1,136 @@
+import { existsSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { chromium, type Browser as PwBrowser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectionStatus, pkce, register, token } from '../auth/oauth-helpers.js';
+import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+
+/**
+ * The whole flow in a real browser (Debian's chromium through playwright-core), with JavaScript disabled to prove
+ * the pages need none: sign in, pick the agency, choose a ceiling, Allow, the code comes back to the client's
+ * loopback callback, is exchanged, and the refresh token rotates; then Disconnect in the dashboard.
+ */
+
+const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
+const AGENCY_MCP_URL = 'http://127.0.0.1:4102';
+let server: TestServer;
+let browser: PwBrowser;
+let callback: Server;
+let callbackUrl: string;
+const received: URL[] = [];
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`${CHROMIUM} not found: apt-get install -y chromium (or set CHROMIUM_PATH)`);
+  }
+  server = await startTestServer({ env: { AGENCY_MCP_URL } });
+  callback = createServer((req, res) => {
+    received.push(new URL(req.url ?? '/', callbackUrl));
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.end('You can close this window.');
+  });
+  await new Promise<void>((r) => callback.listen(0, '127.0.0.1', r));
+  callbackUrl = `http://127.0.0.1:${(callback.address() as AddressInfo).port}/callback`;
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
+  });
+}, 60_000);
+afterAll(async () => {
+  await browser?.close();
+  callback?.closeAllConnections();
+  await new Promise((r) => callback?.close(r));
+  await server?.close();
+});
+
+describe(`browser flow (${ENGINE})`, () => {
+  it('sign in, pick agency, choose a ceiling, Allow, exchange the code, rotate the refresh token, disconnect', async () => {
+    const clientId = (
+      await register(server, { redirect_uris: ['http://127.0.0.1/callback'], client_name: 'Browser Agent' })
+    ).body['client_id'] as string;
+    const { verifier, challenge } = pkce();
+    const q = new URLSearchParams({
+      response_type: 'code',
+      client_id: clientId,
+      redirect_uri: callbackUrl,
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+      resource: `${AGENCY_MCP_URL}/mcp`,
+      scope: 'agency:mcp:read agency:mcp:write offline_access',
+      state: 'browser-state',
+    });
+    const context = await browser.newContext({ javaScriptEnabled: false });
+    const page = await context.newPage();
+    page.setDefaultTimeout(8000);
+    await page.goto(`${server.url.auth}/oauth2/auth?${q}`);
+
+    // Sign in.
+    await expect(page.getByRole('heading', { name: 'Sign in' }).isVisible()).resolves.toBe(true);
+    await page.getByLabel('Username').fill('ada');
+    await page.getByLabel('Password').fill('ada-demo-password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+
+    // Pick the agency.
+    await page.getByRole('heading', { name: 'Choose an agency' }).waitFor();
+    await page.getByLabel(/Northwind Studio/).check();
+    await page.getByRole('button', { name: 'Continue' }).click();
+
+    // Consent: the scopes in words, the ceiling as checkboxes; untick two permissions.
+    await page.getByRole('heading', { name: 'Connect Browser Agent' }).waitFor();
+    const text = await page.locator('main').innerText();
+    expect(text).toContain('Northwind Studio');
+    expect(text).toMatch(/receives the answer on your own computer/);
+    expect(text).toContain('Make changes in the agency on your behalf');
+    await page.getByLabel(/See the members of the agency/).uncheck();
+    await page.getByLabel(/Create and change clients/).uncheck();
+    await page.getByRole('button', { name: 'Allow' }).click();
+
+    await page.waitForURL(/\/callback\?/);
+    const back = received.at(-1)!;
+    expect(back.searchParams.get('state')).toBe('browser-state');
+    expect(back.searchParams.get('iss')).toBe(server.url.auth);
+    const code = back.searchParams.get('code')!;
+
+    const exchanged = await token(server, {
+      grant_type: 'authorization_code',
+      code,
+      code_verifier: verifier,
+      redirect_uri: callbackUrl,
+      client_id: clientId,
+    });
+    expect(exchanged.res.status).toBe(200);
+    const connection = await connectionStatus(server, exchanged.body['access_token']!);
+    expect(connection.ceiling.split(' ')).not.toContain('members:read');
+    expect(connection.ceiling.split(' ')).not.toContain('clients:write');
+    expect(connection.ceiling.split(' ')).toContain('tasks:write');
+
+    const rotated = await token(server, {
+      grant_type: 'refresh_token',
+      refresh_token: exchanged.body['refresh_token']!,
+      client_id: clientId,
+    });
+    expect(rotated.res.status).toBe(200);
+    expect(rotated.body['refresh_token']).not.toBe(exchanged.body['refresh_token']);
+
+    // The dashboard shows the app; Disconnect ends it.
+    await page.goto(`${server.url.auth}/dashboard`);
+    await page.getByLabel('Agency').selectOption({ label: 'Northwind Studio' });
+    await page.getByRole('button', { name: 'Show' }).click();
+    await page.getByRole('heading', { name: 'Northwind Studio' }).waitFor();
+    await page.getByRole('heading', { name: 'Settings → Connected apps' }).waitFor();
+    expect(await page.locator('#connected-apps + table').innerText()).toContain('Browser Agent');
+    await page.getByRole('button', { name: 'Disconnect Browser Agent' }).click();
+    await page.getByText('The application was disconnected.').waitFor();
+    expect((await connectionStatus(server, rotated.body['access_token']!)).status).toBe('revoked');
+    await context.close();
+  });
+});

@@ -1,0 +1,252 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { effectivePermissions, parseList } from '../../src/domain/permissions.js';
+import {
+  agencyIds,
+  authorize,
+  Browser,
+  connect,
+  connectionStatus,
+  hidden,
+  pkce,
+  register,
+  token,
+} from '../auth/oauth-helpers.js';
+import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+
+/** The member dashboard: connected apps, members (role change narrows, removal ends), settings, audit events. */
+
+const AGENCY_MCP_URL = 'http://127.0.0.1:4102';
+const RESOURCE = `${AGENCY_MCP_URL}/mcp`;
+const REDIRECT = 'http://127.0.0.1:9999/callback';
+let server: TestServer;
+let clientId: string;
+let northwind: string;
+const browsers: Record<string, Browser> = {};
+
+beforeAll(async () => {
+  server = await startTestServer({ env: { AGENCY_MCP_URL } });
+  clientId = (
+    await register(server, {
+      redirect_uris: [REDIRECT],
+      client_name: 'Planner Bot',
+      client_uri: 'https://planner.example',
+    })
+  ).body['client_id'] as string;
+  northwind = (await agencyIds(server))['Northwind Studio']!;
+  for (const u of ['ada', 'grace', 'linus']) {
+    browsers[u] = new Browser(server.url.auth);
+    await browsers[u].signIn(u);
+  }
+});
+afterAll(() => server.close());
+
+const dashboard = async (who: string) => {
+  const res = await browsers[who]!.get(`/dashboard?agency=${northwind}`);
+  expect(res.status).toBe(200);
+  return res.text();
+};
+const live = (accessToken: string) =>
+  server.services.ctx.verifier.verify(accessToken, RESOURCE, ['oauth']).then(
+    () => true,
+    () => false,
+  );
+const connectAs = (who: string, scope = 'agency:mcp:read agency:mcp:write offline_access') =>
+  connect(server, { clientId, redirectUri: REDIRECT, browser: browsers[who]!, scope });
+
+describe(`dashboard (${ENGINE})`, () => {
+  it('sends a visitor without a session to the sign-in page', async () => {
+    const res = await new Browser(server.url.auth).get('/dashboard');
+    expect(res.status).toBe(303);
+    expect(res.headers.get('location')).toBe('/sign-in?next=%2Fdashboard');
+  });
+
+  it('pages are plain HTML: no scripts, CSP with frame-ancestors none, labelled controls', async () => {
+    const res = await browsers['ada']!.get('/dashboard');
+    const csp = res.headers.get('content-security-policy')!;
+    expect(csp).toContain("frame-ancestors 'none'");
+    expect(csp).toContain("default-src 'none'");
+    expect(res.headers.get('x-frame-options')).toBe('DENY');
+    const page = await res.text();
+    expect(page).not.toMatch(/<script/i);
+    for (const [, id] of page.matchAll(/<select id="([^"]+)"/g)) expect(page).toContain(`for="${id}"`);
+  });
+
+  it('Connected apps lists the connection (client, host, scopes, ceiling, created, last used); Disconnect ends it', async () => {
+    const { tokens } = await connectAs('ada');
+    expect(await live(tokens['access_token']!)).toBe(true);
+    let page = await dashboard('ada');
+    expect(page).toContain('Planner Bot');
+    expect(page).toContain('planner.example');
+    expect(page).toContain('agency:mcp:write');
+    expect(page).toContain('clients:write');
+    const cid = (await connectionStatus(server, tokens['access_token']!)).id;
+    const res = await browsers['ada']!.post(`/dashboard/connections/${cid}/disconnect`, {
+      csrf: browsers['ada']!.csrf,
+    });
+    expect(res.status).toBe(303);
+    expect((await connectionStatus(server, tokens['access_token']!)).revoke_reason).toBe('disconnected');
+    expect(await live(tokens['access_token']!)).toBe(false);
+    const refresh = await token(server, {
+      grant_type: 'refresh_token',
+      refresh_token: tokens['refresh_token']!,
+      client_id: clientId,
+    });
+    expect(refresh.body['error']).toBe('invalid_grant');
+    page = await dashboard('ada');
+    expect(page).toMatch(/connection\.revoked/);
+    expect(page).toMatch(/reason: disconnected/);
+  });
+
+  it("a member cannot disconnect someone else's connection", async () => {
+    const { tokens } = await connectAs('grace');
+    const cid = (await connectionStatus(server, tokens['access_token']!)).id;
+    const res = await browsers['linus']!.post(`/dashboard/connections/${cid}/disconnect`, {
+      csrf: browsers['linus']!.csrf,
+    });
+    expect(res.status).toBe(404);
+    expect(await live(tokens['access_token']!)).toBe(true);
+  });
+
+  it('Disconnect without the CSRF token is refused', async () => {
+    const { tokens } = await connectAs('grace');
+    const cid = (await connectionStatus(server, tokens['access_token']!)).id;
+    const res = await browsers['grace']!.post(`/dashboard/connections/${cid}/disconnect`, {});
+    expect(res.status).toBe(403);
+    expect(await live(tokens['access_token']!)).toBe(true);
+  });
+
+  it('Members is for owners and admins only', async () => {
+    expect(await dashboard('ada')).toMatch(/<h2 id="members">/);
+    expect(await dashboard('grace')).not.toMatch(/<h2 id="members">/);
+    const page = await dashboard('ada');
+    const linusMember = /action="\/dashboard\/members\/(mem_[A-Za-z0-9]+)\/role"[\s\S]*?Role of linus/.exec(
+      page,
+    );
+    expect(linusMember).not.toBeNull();
+    const res = await browsers['grace']!.post(`/dashboard/members/${linusMember![1]}/role`, {
+      csrf: browsers['grace']!.csrf,
+      role: 'admin',
+    });
+    expect(res.status).toBe(403);
+  });
+
+  it('a role change narrows every connection of that member to ceiling ∩ new role, at once', async () => {
+    const { tokens } = await connectAs('grace');
+    const before = await connectionStatus(server, tokens['access_token']!);
+    expect(parseList(before.ceiling)).toContain('tasks:write');
+    const memberId = before.member_id!;
+    const res = await browsers['ada']!.post(`/dashboard/members/${memberId}/role`, {
+      csrf: browsers['ada']!.csrf,
+      role: 'viewer',
+    });
+    expect(res.status).toBe(303);
+    const after = await connectionStatus(server, tokens['access_token']!);
+    expect(parseList(after.ceiling)).toEqual([
+      'agency:read',
+      'members:read',
+      'clients:read',
+      'projects:read',
+      'tasks:read',
+    ]);
+    expect(after.status).toBe('active');
+    // The effective permissions follow the row: no write, although the token still says agency:mcp:write.
+    const perms = effectivePermissions({
+      ceiling: parseList(after.ceiling),
+      role: 'viewer',
+      scopes: new Set(parseList(after.scopes)),
+      agencyAllowsWrite: true,
+    });
+    expect(perms.some((p) => p.endsWith(':write'))).toBe(false);
+    const page = await dashboard('ada');
+    expect(page).toMatch(/member\.role_changed/);
+    expect(page).toMatch(/connection\.narrowed/);
+    // Put grace back for the other tests.
+    await browsers['ada']!.post(`/dashboard/members/${memberId}/role`, {
+      csrf: browsers['ada']!.csrf,
+      role: 'manager',
+    });
+  });
+
+  it('removing a member ends every connection of that member', async () => {
+    const { tokens } = await connectAs('linus', 'agency:mcp:read offline_access');
+    const memberId = (await connectionStatus(server, tokens['access_token']!)).member_id!;
+    const res = await browsers['ada']!.post(`/dashboard/members/${memberId}/remove`, {
+      csrf: browsers['ada']!.csrf,
+    });
+    expect(res.status).toBe(303);
+    expect((await connectionStatus(server, tokens['access_token']!)).revoke_reason).toBe('member_removed');
+    expect(await live(tokens['access_token']!)).toBe(false);
+    const refresh = await token(server, {
+      grant_type: 'refresh_token',
+      refresh_token: tokens['refresh_token']!,
+      client_id: clientId,
+    });
+    expect(refresh.body['error']).toBe('invalid_grant');
+    const page = await dashboard('ada');
+    expect(page).toMatch(/member\.removed/);
+    expect(page).not.toMatch(/Role of linus/);
+    // linus is no longer a member: no agency to connect.
+    const back = await authorize(
+      server,
+      browsers['linus']!,
+      { clientId, redirectUri: REDIRECT },
+      pkce().challenge,
+    );
+    expect(back.searchParams.get('error')).toBe('access_denied');
+  });
+
+  it('an owner cannot be removed by themself, and owners are changed only by owners', async () => {
+    const page = await dashboard('ada');
+    expect(page).not.toMatch(/Remove ada/);
+  });
+
+  it('Settings toggles "allow agent write"; consent then stops offering write', async () => {
+    let res = await browsers['ada']!.post(`/dashboard/agencies/${northwind}/settings`, {
+      csrf: browsers['ada']!.csrf,
+    });
+    expect(res.status).toBe(303);
+    const agency = await server.services.ctx.db
+      .selectFrom('agencies')
+      .selectAll()
+      .where('id', '=', northwind)
+      .executeTakeFirstOrThrow();
+    expect(agency.agent_write_enabled).toBe(0);
+    let page = await dashboard('ada');
+    expect(page).toMatch(/agency\.agent_write_changed/);
+    const consent = await browsers['ada']!.get(
+      `/oauth2/auth?${new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: REDIRECT, code_challenge: pkce().challenge, code_challenge_method: 'S256', resource: RESOURCE, scope: 'agency:mcp:write' })}`,
+    );
+    let html = await consent.text();
+    if (html.includes('type="radio"')) {
+      html = await (
+        await browsers['ada']!.get(
+          `/oauth2/auth/consent?${new URLSearchParams({ request: hidden(html, 'request'), agency_id: northwind })}`,
+        )
+      ).text();
+    }
+    expect(html).toMatch(/does not allow agents to make changes/);
+    expect(html).not.toMatch(/value="clients:write"/);
+    res = await browsers['ada']!.post(`/dashboard/agencies/${northwind}/settings`, {
+      csrf: browsers['ada']!.csrf,
+      agent_write_enabled: 'on',
+    });
+    expect(res.status).toBe(303);
+    page = await dashboard('ada');
+    expect(page).toMatch(/name="agent_write_enabled" value="on" checked/);
+  });
+
+  it('a manager may not change settings', async () => {
+    const res = await browsers['grace']!.post(`/dashboard/agencies/${northwind}/settings`, {
+      csrf: browsers['grace']!.csrf,
+    });
+    expect(res.status).toBe(403);
+  });
+
+  it('sign-out ends the browser session', async () => {
+    const b = new Browser(server.url.auth);
+    await b.signIn('grace');
+    const res = await b.post('/sign-out', { csrf: b.csrf });
+    expect(res.status).toBe(303);
+    expect((await b.get('/dashboard')).status).toBe(303);
+  });
+});
