@@ -86,7 +86,7 @@ describe(`browser flow (${ENGINE})`, () => {
 
     // Consent: the scopes in words, the ceiling as checkboxes; untick two permissions.
     await page.getByRole('heading', { name: 'Connect Browser Agent' }).waitFor();
-    const text = await page.locator('main').innerText();
+    const text = await page.locator('main').textContent();
     expect(text).toContain('Northwind Studio');
     expect(text).toMatch(/receives the answer on your own computer/);
     expect(text).toContain('Make changes in the agency on your behalf');
@@ -127,7 +127,7 @@ describe(`browser flow (${ENGINE})`, () => {
     await page.getByRole('button', { name: 'Show' }).click();
     await page.getByRole('heading', { name: 'Northwind Studio' }).waitFor();
     await page.getByRole('heading', { name: 'Settings → Connected apps' }).waitFor();
-    expect(await page.locator('#connected-apps + table').innerText()).toContain('Browser Agent');
+    expect(await page.locator('#connected-apps + table').textContent()).toContain('Browser Agent');
     await page.getByRole('button', { name: 'Disconnect Browser Agent' }).click();
     await page.getByText('The application was disconnected.').waitFor();
     expect((await connectionStatus(server, rotated.body['access_token']!)).status).toBe('revoked');
