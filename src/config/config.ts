@@ -54,6 +54,7 @@ export const envSchema = z.object({
   SIGNIN_LIMIT_PER_IP: positiveInt.default(100),
   SIGNIN_LIMIT_WINDOW_SECONDS: positiveInt.default(15 * 60),
   SHUTDOWN_TIMEOUT_SECONDS: positiveInt.max(600).default(10),
+  MCP_FAST_PATH: onOff.default(true),
   // Authorization server (DESIGN §5).
   OAUTH_USER_RESOURCES: onOff.default(false),
   REFRESH_REUSE_GRACE_SECONDS: seconds.max(60).default(0),
@@ -96,6 +97,8 @@ export interface Config {
   maxHeaderBytes: number;
   signinLimit: { perUsername: number; perIp: number; windowSeconds: number };
   shutdownTimeoutSeconds: number;
+  /** Answer canonical `tools/call get_me` without the SDK (src/mcp/fast-path.ts); off = every call through the SDK. */
+  mcpFastPath: boolean;
   oauth: {
     /** Issue `user:read` tokens for BASE_URL and {MCP_URL}/mcp (SPEC §5.1.4: not open yet, so off by default). */
     userResources: boolean;
@@ -177,6 +180,7 @@ function fromEnv(e: Env): Config {
       windowSeconds: e.SIGNIN_LIMIT_WINDOW_SECONDS,
     },
     shutdownTimeoutSeconds: e.SHUTDOWN_TIMEOUT_SECONDS,
+    mcpFastPath: e.MCP_FAST_PATH,
     oauth: {
       userResources: e.OAUTH_USER_RESOURCES,
       refreshReuseGraceSeconds: e.REFRESH_REUSE_GRACE_SECONDS,

@@ -3,6 +3,7 @@ import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { McpAuthError } from './auth.js';
+import type { FastPath } from './fast-path.js';
 import { hostOrOriginProblem } from './host-guard.js';
 import { JSON_RPC_ERRORS, jsonRpcErrorBody } from './json-rpc.js';
 
@@ -19,6 +20,8 @@ export interface McpEndpointOptions {
   /** Verifies the caller; throws McpAuthError. Runs before the body is even read. */
   authenticate(request: FastifyRequest): Promise<AuthInfo>;
   handler: McpHttpHandler;
+  /** Answers the hottest calls without the SDK when they arrive in their canonical shape (see fast-path.ts). */
+  fastPath?: FastPath;
 }
 
 /** Streamable HTTP uses POST for messages, GET for 2025-era streams, DELETE for 2025-era session ends. */
@@ -53,7 +56,12 @@ export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptio
         return sendAuthError(request, reply, e);
       }
     },
-    handler: (request, reply) => serveMcp(o.handler, request, reply),
+    handler: async (request, reply) => {
+      const fast = o.fastPath && (await o.fastPath(request));
+      // A Buffer, as the SDK's answers are sent: Fastify would add a charset to a string's content type.
+      if (fast) return reply.code(fast.status).headers(fast.headers).send(Buffer.from(fast.body));
+      return serveMcp(o.handler, request, reply);
+    },
   });
 }
 

@@ -8,6 +8,7 @@ import { mountMcpEndpoint } from './endpoint.js';
 import { allowedHostnames } from './host-guard.js';
 import { protectedResourceMetadataUrl, registerProtectedResourceMetadata } from './protected-resource.js';
 import { reportSdkError } from './sdk-errors.js';
+import { getMeFastPath } from './user-fast-path.js';
 import { userServerFactory } from './user-server.js';
 
 /** The scope OAuth tokens need here (SPEC §5.1.3); session tokens need none. */
@@ -38,6 +39,7 @@ export async function mcpSurface(app: FastifyInstance, ctx: AppContext): Promise
       return toAuthInfo(token, principal, site().resourceUrl);
     },
     handler,
+    ...(ctx.config.mcpFastPath ? { fastPath: getMeFastPath(ctx) } : {}),
   });
 }
 

@@ -13,7 +13,7 @@ export const USER_SERVER_INSTRUCTIONS = [
   'Objects are rendered in the user’s pinned API version, else the baseline; `_meta["svc/api-version"]` names it.',
 ].join(' ');
 
-const SERVER_INFO = {
+export const SERVER_INFO = {
   name: PACKAGE_IDENTITY.name,
   title: 'Svc user MCP server',
   version: PACKAGE_IDENTITY.version,

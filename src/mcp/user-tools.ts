@@ -3,7 +3,7 @@ import type { AppContext } from '../context.js';
 import { type User, UserSchema } from '../domain/resources.js';
 import { callerOf } from './auth.js';
 import { NO_ARGUMENTS, precompiledSchema } from './schema-validator.js';
-import { API_VERSION_META_KEY, renderMe } from './user-me.js';
+import { API_VERSION_META_KEY, type RenderedMe, renderMe } from './user-me.js';
 
 const USER_OUTPUT = precompiledSchema<User>(UserSchema);
 
@@ -27,9 +27,15 @@ async function getMe(ctx: AppContext, call: ServerContext): Promise<CallToolResu
   if (!me) {
     return { isError: true, content: [{ type: 'text', text: 'The user of this token no longer exists.' }] };
   }
+  return getMeResult(me);
+}
+
+/** get_me's result: the user as structured content, its JSON as text, and the API version it is rendered in. */
+export function getMeResult(me: RenderedMe) {
+  // `_meta` first: the order the SDK writes a result in, so the fast path's bytes equal the SDK's.
   return {
-    content: [{ type: 'text', text: JSON.stringify(me.user) }],
-    structuredContent: me.user,
     _meta: { [API_VERSION_META_KEY]: me.version },
+    content: [{ type: 'text' as const, text: JSON.stringify(me.user) }],
+    structuredContent: me.user,
   };
 }

@@ -1,0 +1,127 @@
+import type { FastifyRequest } from 'fastify';
+
+/**
+ * A precomputed answer to one exact request shape, written without building an SDK server.
+ *
+ * Why: the SDK serves each stateless request with a fresh server, transport and zod wire parse (DESIGN §8 measured
+ * ~2.2k calls/s per core against ~39k for a plain dispatch). The hottest call an agent makes is answered here instead,
+ * but only in its canonical, certainly-valid shape; every other request — any odd header, extra field or error case —
+ * goes to the SDK, which stays the authority on the protocol. `test/mcp/fast-path.test.ts` asserts the two answers are
+ * identical for the same requests.
+ */
+export interface FastAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** Answers the request, or returns undefined to let the SDK handle it. */
+export type FastPath = (request: FastifyRequest) => Promise<FastAnswer | undefined>;
+
+export const MODERN_REVISION = '2026-07-28';
+
+export type Wire = 'modern' | 'legacy';
+
+export interface CanonicalToolCall {
+  wire: Wire;
+  id: string | number;
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) && Object.getPrototypeOf(v) === Object.prototype;
+
+const onlyKeys = (o: Record<string, unknown>, allowed: readonly string[]) =>
+  Object.keys(o).every((k) => allowed.includes(k));
+
+const isEmptyArguments = (v: unknown) => v === undefined || (isPlainObject(v) && Object.keys(v).length === 0);
+
+const isRequestId = (v: unknown): v is string | number =>
+  typeof v === 'string' || (typeof v === 'number' && Number.isSafeInteger(v));
+
+/** Accept must allow both JSON and SSE (what every SDK client sends; the 2025 transport refuses less with 406). */
+function acceptsBoth(request: FastifyRequest): boolean {
+  const accept = request.headers.accept;
+  return (
+    typeof accept === 'string' && accept.includes('application/json') && accept.includes('text/event-stream')
+  );
+}
+
+/** The 2026-07-28 per-request envelope with nothing but the three standard keys (MCP 2026-07-28 §Request metadata). */
+function isPlainModernMeta(meta: unknown): boolean {
+  if (!isPlainObject(meta)) return false;
+  const info = meta['io.modelcontextprotocol/clientInfo'];
+  return (
+    onlyKeys(meta, [
+      'io.modelcontextprotocol/protocolVersion',
+      'io.modelcontextprotocol/clientInfo',
+      'io.modelcontextprotocol/clientCapabilities',
+    ]) &&
+    meta['io.modelcontextprotocol/protocolVersion'] === MODERN_REVISION &&
+    isPlainObject(info) &&
+    onlyKeys(info, ['name', 'version', 'title']) &&
+    typeof info['name'] === 'string' &&
+    typeof info['version'] === 'string' &&
+    isPlainObject(meta['io.modelcontextprotocol/clientCapabilities'])
+  );
+}
+
+/**
+ * Recognises `tools/call <tool>` with no arguments in its canonical shape on either wire, or returns undefined.
+ * Modern: `Mcp-Method`/`Mcp-Name`/`MCP-Protocol-Version` headers agreeing with the body and a plain `_meta` envelope.
+ * Legacy: an `MCP-Protocol-Version` header naming a served 2025 revision and no `_meta` at all.
+ */
+export function canonicalToolCall(
+  request: FastifyRequest,
+  tool: string,
+  legacyRevisions: readonly string[],
+): CanonicalToolCall | undefined {
+  const body = request.body;
+  if (request.method !== 'POST' || !acceptsBoth(request) || !isPlainObject(body)) return undefined;
+  if (!onlyKeys(body, ['jsonrpc', 'id', 'method', 'params']) || body['jsonrpc'] !== '2.0') return undefined;
+  if (body['method'] !== 'tools/call' || !isRequestId(body['id'])) return undefined;
+  const params = body['params'];
+  if (!isPlainObject(params) || !onlyKeys(params, ['name', 'arguments', '_meta'])) return undefined;
+  if (params['name'] !== tool || !isEmptyArguments(params['arguments'])) return undefined;
+  const revision = request.headers['mcp-protocol-version'];
+  if (revision === MODERN_REVISION) {
+    const agrees = request.headers['mcp-method'] === 'tools/call' && request.headers['mcp-name'] === tool;
+    return agrees && isPlainModernMeta(params['_meta']) ? { wire: 'modern', id: body['id'] } : undefined;
+  }
+  const legacy =
+    typeof revision === 'string' && legacyRevisions.includes(revision) && params['_meta'] === undefined;
+  const noModernHeaders =
+    request.headers['mcp-method'] === undefined && request.headers['mcp-name'] === undefined;
+  return legacy && noModernHeaders ? { wire: 'legacy', id: body['id'] } : undefined;
+}
+
+/**
+ * A tool result as the SDK writes it: on the modern wire as JSON with `resultType` and the server's identity in
+ * `_meta`; on the 2025 wire as one SSE `message` event (Streamable HTTP, 2025-11-25 §Sending Messages to the Server).
+ */
+export function toolResultAnswer(
+  call: CanonicalToolCall,
+  result: { _meta: Record<string, unknown>; [key: string]: unknown },
+  serverInfo: Record<string, unknown>,
+): FastAnswer {
+  if (call.wire === 'modern') {
+    const modern = {
+      ...result,
+      _meta: { ...result._meta, 'io.modelcontextprotocol/serverInfo': serverInfo },
+      resultType: 'complete',
+    };
+    return {
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ result: modern, jsonrpc: '2.0', id: call.id }),
+    };
+  }
+  return {
+    status: 200,
+    headers: {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache, no-transform',
+      'x-accel-buffering': 'no',
+    },
+    body: `event: message\ndata: ${JSON.stringify({ result, jsonrpc: '2.0', id: call.id })}\n\n`,
+  };
+}
