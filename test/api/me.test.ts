@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { signIn, startTestServer, type TestServer, userId } from '../helpers/harness.js';
 import { OpenApiChecker } from '../helpers/openapi.js';
 import { rawRequest } from '../helpers/raw-http.js';
 import {
@@ -21,13 +21,7 @@ beforeAll(async () => {
   server = await startTestServer();
   openapi = await OpenApiChecker.fetch(server.url.api);
   session = await signIn(server, 'ada');
-  adaId = (
-    await server.services.ctx.db
-      .selectFrom('users')
-      .select('id')
-      .where('username', '=', 'ada')
-      .executeTakeFirstOrThrow()
-  ).id;
+  adaId = await userId(server);
 });
 afterAll(() => server.close());
 

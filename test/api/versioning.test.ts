@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { signIn, startTestServer, type TestServer, userId } from '../helpers/harness.js';
 import { OpenApiChecker } from '../helpers/openapi.js';
 import { rawRequest } from '../helpers/raw-http.js';
 import { OLD_VERSION, testVersions } from '../helpers/test-versions.js';
@@ -15,13 +15,7 @@ beforeAll(async () => {
   server = await startTestServer({ versions: testVersions });
   openapi = await OpenApiChecker.fetch(server.url.api);
   token = (await signIn(server, 'ada')).token;
-  adaId = (
-    await server.services.ctx.db
-      .selectFrom('users')
-      .select('id')
-      .where('username', '=', 'ada')
-      .executeTakeFirstOrThrow()
-  ).id;
+  adaId = await userId(server);
 });
 afterAll(() => server.close());
 

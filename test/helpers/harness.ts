@@ -110,3 +110,11 @@ export async function signIn(server: TestServer, username = 'ada', password = `$
   if (res.status !== 201) throw new Error(`sign-in failed: ${res.status} ${await res.text()}`);
   return (await res.json()) as { object: 'session'; id: string; token: string; expires_at: string };
 }
+
+/** The id of a (seeded) user, read from the server's own database. */
+export async function userId(server: TestServer, username = 'ada'): Promise<string> {
+  const db = server.services.ctx.db;
+  return (
+    await db.selectFrom('users').select('id').where('username', '=', username).executeTakeFirstOrThrow()
+  ).id;
+}

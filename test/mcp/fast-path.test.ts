@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalToolCall } from '../../src/mcp/fast-path.js';
-import { signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { signIn, startTestServer, type TestServer, userId } from '../helpers/harness.js';
 import { modernMeta } from '../helpers/mcp.js';
 
 const LEGACY = ['2025-11-25', '2025-06-18'];
@@ -96,15 +96,7 @@ describe('the fast path answers exactly what the SDK answers', () => {
   beforeAll(async () => {
     [fast, sdk] = await Promise.all([startTestServer(), startTestServer({ env: { MCP_FAST_PATH: 'off' } })]);
     tokens = { fast: (await signIn(fast)).token, sdk: (await signIn(sdk)).token };
-    const idOf = async (s: TestServer) =>
-      (
-        await s.services.ctx.db
-          .selectFrom('users')
-          .select('id')
-          .where('username', '=', 'ada')
-          .executeTakeFirstOrThrow()
-      ).id;
-    ids = { fast: await idOf(fast), sdk: await idOf(sdk) };
+    ids = { fast: await userId(fast), sdk: await userId(sdk) };
   });
   afterAll(() => Promise.all([fast?.close(), sdk?.close()]));
 
