@@ -3,6 +3,7 @@ import type { AppContext } from '../context.js';
 import { dashboardRoutes } from '../dashboard/dashboard.js';
 import { pageScope } from '../dashboard/page-scope.js';
 import { signInRoutes } from '../dashboard/sign-in.js';
+import { dashboardApiRoutes } from '../dashboard-api/plugin.js';
 import { restErrors } from '../http/rest-errors.js';
 import { authorizeRoutes } from './authorize.js';
 import { registrationRoutes } from './clients/registration.js';
@@ -76,4 +77,5 @@ export async function authSurface(app: FastifyInstance, ctx: AppContext): Promis
   });
 
   await sessionRoutes(app, ctx);
+  await dashboardApiRoutes(app, ctx);
 }

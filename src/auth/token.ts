@@ -15,6 +15,7 @@ import { isVerifier, verifyS256 } from './pkce.js';
 import { canonicalResource } from './resource-indicator.js';
 import { SCOPES } from './scopes.js';
 import { hashSecret, hmac, randomSecret } from './secrets.js';
+import { TOKEN_EXCHANGE_GRANT, tokenExchangeGrant } from './token-exchange.js';
 
 /**
  * The token endpoint (RFC 6749 §3.2) at POST /oauth/token: the `authorization_code` grant (§4.1.3, RFC 7636 §4.5)
@@ -28,6 +29,8 @@ export async function tokenRoutes(
 ): Promise<void> {
   app.post('/oauth/token', async (request, reply) => {
     const p = Params.fromBody(request.body);
+    // RFC 8693: the one grant with client authentication (the internal agency MCP client), see token-exchange.ts.
+    if (p.get('grant_type') === TOKEN_EXCHANGE_GRANT) return tokenExchangeGrant(ctx, request, p, reply);
     refuseClientAuthentication(request, p);
     const grantType = p.require('grant_type');
     if (grantType === 'authorization_code') return authorizationCodeGrant(ctx, registry, p, reply);

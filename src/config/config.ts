@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 
 /**
@@ -66,6 +67,8 @@ export const envSchema = z.object({
   CIMD_FETCH_TIMEOUT_MS: z.coerce.number().int().min(100).max(10_000).default(3000),
   CIMD_TEST_CA_FILE: z.string().min(1).optional(),
   CIMD_TEST_ALLOW_LOOPBACK: onOff.default(false),
+  // Agency MCP server → token exchange (RFC 8693); unset = a random secret per process (DESIGN §6).
+  AGENCY_MCP_CLIENT_SECRET: z.string().min(32, 'must be at least 32 characters').max(512).optional(),
 });
 
 /** Settings that weaken a safety rule for tests; a production process refuses to start with them. */
@@ -107,6 +110,13 @@ export interface Config {
     preregisteredClientsFile: string | undefined;
     dcr: { maxClients: number; unusedTtlSeconds: number; perIp: number; windowSeconds: number };
     cimd: { fetchTimeoutMs: number; testCaFile: string | undefined; testAllowLoopback: boolean };
+  };
+  agencyMcp: {
+    /**
+     * The secret the agency MCP server authenticates with (as the internal client) at the token exchange. When
+     * AGENCY_MCP_CLIENT_SECRET is unset, a random one per process: enough when `agency-mcp` and `auth` share a process.
+     */
+    clientSecret: string;
   };
 }
 
@@ -197,6 +207,7 @@ function fromEnv(e: Env): Config {
         testAllowLoopback: e.CIMD_TEST_ALLOW_LOOPBACK,
       },
     },
+    agencyMcp: { clientSecret: e.AGENCY_MCP_CLIENT_SECRET ?? randomBytes(32).toString('base64url') },
   };
 }
 

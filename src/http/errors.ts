@@ -92,6 +92,12 @@ export const ERROR_CATALOGUE = {
     type: 'permission_error',
     meaning: 'The OAuth token lacks the scope the operation needs.',
   },
+  missing_permission: {
+    status: 403,
+    type: 'permission_error',
+    meaning:
+      'The caller lacks the permission the operation needs (DESIGN §3: connection ceiling ∩ role ∩ write rules); `param` and the message name it.',
+  },
   rate_limited: {
     status: 429,
     type: 'rate_limit_error',

@@ -48,9 +48,28 @@ export interface OAuthPrincipal {
 
 export type TokenKind = Principal['kind'];
 
+/**
+ * A dashboard API token (DESIGN §4), minted by the token exchange (RFC 8693) for the agency MCP server. A kind of its
+ * own, verified only by `verifyDashboard`: `verify` never accepts it, and `verifyDashboard` accepts nothing else.
+ */
+export interface DashboardPrincipal {
+  kind: 'dashboard';
+  userId: string;
+  /** The agent's client (the client the subject token was issued to). */
+  clientId: string;
+  scopes: ReadonlySet<string>;
+  connectionId: string;
+  agencyId: string;
+  memberId: string;
+  /** The connection's effective permissions when the token was minted (an upper bound; re-checked per call). */
+  permissions: ReadonlySet<string>;
+}
+
+type EntryKind = TokenKind | 'dashboard';
+
 interface VerifiedEntry {
-  kind: TokenKind;
-  principal: Principal;
+  kind: EntryKind;
+  principal: Principal | DashboardPrincipal;
   audiences: readonly string[];
   expMs: number;
   nbfMs: number;
@@ -89,6 +108,26 @@ export class TokenVerifier {
 
   /** Verifies `token` for `audience`; accepts only the token kinds in `accept`. Throws TokenError. */
   async verify(token: string, audience: string, accept: readonly TokenKind[]): Promise<Principal> {
+    const entry = await this.usable(token, audience, accept);
+    const principal = entry.principal as Principal;
+    await this.assertLive(principal);
+    return principal;
+  }
+
+  /**
+   * Verifies a dashboard API token for `audience`. Liveness is not checked here: the dashboard API reads the
+   * connection and the member on every call (DESIGN §6).
+   */
+  async verifyDashboard(token: string, audience: string): Promise<DashboardPrincipal> {
+    const entry = await this.usable(token, audience, ['dashboard']);
+    return entry.principal as DashboardPrincipal;
+  }
+
+  private async usable(
+    token: string,
+    audience: string,
+    accept: readonly EntryKind[],
+  ): Promise<VerifiedEntry> {
     const entry = await this.verified(token);
     const now = this.o.clock.now();
     if (entry.expMs <= now) throw new TokenError('expired', 'The access token expired');
@@ -98,8 +137,7 @@ export class TokenVerifier {
     if (!entry.audiences.includes(audience)) {
       throw new TokenError('wrong_audience', 'The access token was issued for another audience');
     }
-    await this.assertLive(entry.principal);
-    return entry.principal;
+    return entry;
   }
 
   private async assertLive(p: Principal): Promise<void> {
@@ -145,8 +183,7 @@ export class TokenVerifier {
         issuer: this.o.issuer(),
         algorithms: [header.alg],
         currentDate: new Date(this.o.clock.now()),
-        requiredClaims:
-          kind === 'session' ? ['sub', 'exp', 'iat', 'sid'] : ['sub', 'exp', 'iat', 'jti', 'client_id'],
+        requiredClaims: REQUIRED_CLAIMS[kind],
       }));
     } catch (e) {
       throw mapJoseError(e);
@@ -165,9 +202,16 @@ export class TokenVerifier {
   }
 }
 
-function kindOf(typ: string | undefined): TokenKind | undefined {
+const REQUIRED_CLAIMS: Record<EntryKind, string[]> = {
+  session: ['sub', 'exp', 'iat', 'sid'],
+  oauth: ['sub', 'exp', 'iat', 'jti', 'client_id'],
+  dashboard: ['sub', 'exp', 'iat', 'jti', 'client_id', 'cid', 'agency_id', 'member_id'],
+};
+
+function kindOf(typ: string | undefined): EntryKind | undefined {
   const t = typ?.toLowerCase().replace(/^application\//, '');
   if (t === TOKEN_TYPES.session) return 'session';
+  if (t === TOKEN_TYPES.dashboard) return 'dashboard';
   // RFC 9068 §4: resource servers MUST check that typ is at+jwt (application/at+jwt).
   if (t === TOKEN_TYPES.access) return 'oauth';
   return undefined;
@@ -188,9 +232,23 @@ function mapJoseError(e: unknown): TokenError {
   return new TokenError('invalid', 'The access token is invalid');
 }
 
-function toPrincipal(kind: TokenKind, p: JWTPayload): Principal {
+const spaceList = (v: unknown) => new Set(typeof v === 'string' ? v.split(' ').filter(Boolean) : []);
+
+function toPrincipal(kind: EntryKind, p: JWTPayload): Principal | DashboardPrincipal {
   const userId = p.sub as string;
   if (kind === 'session') return { kind: 'session', userId, sessionId: String(p['sid']) };
+  if (kind === 'dashboard') {
+    return {
+      kind: 'dashboard',
+      userId,
+      clientId: String(p['client_id']),
+      scopes: spaceList(p['scope']),
+      connectionId: String(p['cid']),
+      agencyId: String(p['agency_id']),
+      memberId: String(p['member_id']),
+      permissions: spaceList(p['perms']),
+    };
+  }
   const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
   return {
     kind: 'oauth',

@@ -1,0 +1,137 @@
+import type { AppContext } from '../context.js';
+import { urls } from '../context.js';
+import { activeMembership } from '../domain/agencies.js';
+import { effectivePermissions, type Permission, type Role, rolePermissions } from '../domain/permissions.js';
+import { BearerError } from '../http/bearer.js';
+import { ApiError } from '../http/errors.js';
+import { authenticationError } from '../http/rest-auth.js';
+import { type DashboardPrincipal, TokenError } from '../tokens/verifier.js';
+
+/** Who calls the dashboard API, for which agency, and what they may do there at this moment. */
+export interface CallerAccess {
+  userId: string;
+  agencyId: string;
+  memberId: string;
+  role: Role;
+  /** The connection (grant) of an agent, or null for the member's own signed-in session. */
+  connectionId: string | null;
+  permissions: ReadonlySet<Permission>;
+}
+
+/** The dashboard API's audience: the `aud` of the tokens the token exchange mints for it (DESIGN §4). */
+export const dashboardApiAudience = (ctx: AppContext): string => `${urls.issuer(ctx.config)}/api`;
+
+/**
+ * Access of a dashboard API token (DESIGN §6). The connection, the member and the agency are read on every call, so a
+ * disconnect, a role change or a removal takes effect on the next call; permissions = what the token was minted
+ * with ∩ the connection's effective permissions now (DESIGN §3).
+ */
+export async function accessOfDashboardToken(
+  ctx: AppContext,
+  token: string | undefined,
+  agencyId: string,
+): Promise<CallerAccess> {
+  const audience = dashboardApiAudience(ctx);
+  const principal = await verifyDashboardToken(ctx, token, audience);
+  const row = await grantOf(ctx, principal.connectionId);
+  const now = ctx.clock.now();
+  const live =
+    row !== undefined &&
+    row.status === 'active' &&
+    row.expires_at > now &&
+    row.member_status === 'active' &&
+    row.member_id === principal.memberId &&
+    row.agency_id === principal.agencyId;
+  if (!live) throw authenticationError('revoked', 'The connection behind this token has ended', audience);
+  assertSameAgency(principal.agencyId, agencyId);
+  const effective = effectivePermissions({
+    ceiling: row.ceiling.split(' '),
+    role: row.role,
+    scopes: principal.scopes,
+    agencyAllowsWrite: row.agent_write_enabled === 1,
+  });
+  return {
+    userId: principal.userId,
+    agencyId,
+    memberId: principal.memberId,
+    role: row.role,
+    connectionId: principal.connectionId,
+    permissions: new Set(effective.filter((p) => principal.permissions.has(p))),
+  };
+}
+
+/** Access of the member's own signed-in web session (read-only use by the dashboard pages): the role's permissions. */
+export async function accessOfMember(
+  ctx: AppContext,
+  userId: string,
+  agencyId: string,
+): Promise<CallerAccess> {
+  const member = await activeMembership(ctx.db, userId, agencyId);
+  if (!member) throw notThisAgency();
+  return {
+    userId,
+    agencyId,
+    memberId: member.id,
+    role: member.role,
+    connectionId: null,
+    permissions: new Set(rolePermissions(member.role)),
+  };
+}
+
+async function verifyDashboardToken(
+  ctx: AppContext,
+  token: string | undefined,
+  audience: string,
+): Promise<DashboardPrincipal> {
+  try {
+    if (token === undefined)
+      throw new BearerError('missing', 'No bearer token; send Authorization: Bearer <token>');
+    return await ctx.verifier.verifyDashboard(token, audience);
+  } catch (e) {
+    if (!(e instanceof BearerError || e instanceof TokenError)) throw e;
+    // An agent's access token (at+jwt) lands here too: it is of another kind and for another audience.
+    throw authenticationError(e.failure, e.message, audience);
+  }
+}
+
+function grantOf(ctx: AppContext, connectionId: string) {
+  return ctx.db
+    .selectFrom('connections as c')
+    .innerJoin('members as m', 'm.id', 'c.member_id')
+    .innerJoin('agencies as a', 'a.id', 'c.agency_id')
+    .select([
+      'c.status',
+      'c.expires_at',
+      'c.ceiling',
+      'c.member_id',
+      'c.agency_id',
+      'm.status as member_status',
+      'm.role',
+      'a.agent_write_enabled',
+    ])
+    .where('c.id', '=', connectionId)
+    .executeTakeFirst();
+}
+
+/** A token is bound to one agency (SPEC §5.2.1); another agency's data "does not exist or is not yours". */
+function assertSameAgency(bound: string, asked: string): void {
+  if (bound !== asked) throw notThisAgency();
+}
+
+const notThisAgency = () =>
+  new ApiError('resource_not_found', 'No such agency, or not one this credential is bound to', {
+    param: 'agency_id',
+  });
+
+/** SPEC §7.1: a 403 naming the permission the caller lacks (DESIGN §3 effective permissions). */
+export function assertPermission(access: CallerAccess, permission: Permission): void {
+  if (access.permissions.has(permission)) return;
+  const who = access.connectionId ? 'this connection' : 'your role';
+  throw new ApiError(
+    'missing_permission',
+    `This needs the ${permission} permission, which ${who} does not have`,
+    {
+      param: permission,
+    },
+  );
+}
