@@ -1,13 +1,14 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { pino } from 'pino';
+import { agencyMcpSurface } from './agency-mcp/plugin.js';
 import { apiSurface } from './api/plugin.js';
 import { authSurface } from './auth/plugin.js';
 import { type Config, SURFACES, type Surface, urlHost } from './config/config.js';
 import type { AppContext } from './context.js';
 import { type Clock, systemClock } from './domain/clock.js';
-import { isEmpty, seedDemo } from './domain/demo-seed.js';
 import { isConnectionLive } from './domain/connections.js';
+import { isEmpty, seedDemo } from './domain/demo-seed.js';
 import { isSessionLive } from './domain/sessions.js';
 import { findUserById } from './domain/users.js';
 import { connectRedis, type LimiterFactory, memoryLimiters, redisLimiters } from './http/rate-limit.js';
@@ -26,6 +27,7 @@ type SurfacePlugin = (app: FastifyInstance, ctx: AppContext) => Promise<void>;
 
 /** The surfaces built so far; the MCP surfaces register here as they are built. */
 const SURFACE_PLUGINS: Partial<Record<Surface, SurfacePlugin>> = {
+  'agency-mcp': agencyMcpSurface,
   api: apiSurface,
   auth: authSurface,
   mcp: mcpSurface,

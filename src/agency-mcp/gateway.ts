@@ -1,0 +1,154 @@
+import { createHash } from 'node:crypto';
+import { OAuthError } from '../auth/oauth-errors.js';
+import {
+  ACCESS_TOKEN_TYPE,
+  AGENCY_MCP_CLIENT_ID,
+  exchangeToken,
+  TOKEN_EXCHANGE_GRANT,
+  type TokenExchangeResponse,
+} from '../auth/token-exchange.js';
+import type { AppContext } from '../context.js';
+import { urls } from '../context.js';
+import { OPERATIONS, type Operation, type OperationId } from '../dashboard-api/operations.js';
+import { type DashboardApiResponse, inProcessDashboardApi } from '../dashboard-api/plugin.js';
+import { Lru } from '../tokens/lru.js';
+
+/** The exchange was refused: the inbound token no longer stands for a live grant (answered 401 by the server). */
+export class ExchangeRefused extends Error {
+  override name = 'ExchangeRefused';
+}
+
+/** Re-exchange this long before the dashboard API token expires, so a call never carries a token about to lapse. */
+const REFRESH_MARGIN_MS = 30_000;
+
+interface Exchanged {
+  token: string;
+  refreshAtMs: number;
+}
+
+/**
+ * How the agency MCP server reaches agency data (DESIGN §6): it never forwards the inbound token; it exchanges it
+ * (RFC 8693) for a dashboard API token, cached per inbound token until shortly before it expires, and calls the
+ * dashboard API with that. In-process when the auth surface runs in this process, else over HTTP to AUTH_URL.
+ */
+export class DashboardGateway {
+  private readonly exchanged: Lru<string, Promise<Exchanged>>;
+  private readonly basic: string;
+
+  constructor(private readonly ctx: AppContext) {
+    this.exchanged = new Lru(Math.max(ctx.config.tokenCacheSize, 1));
+    const credentials = `${encodeURIComponent(AGENCY_MCP_CLIENT_ID)}:${encodeURIComponent(ctx.config.agencyMcp.clientSecret)}`;
+    this.basic = `Basic ${Buffer.from(credentials).toString('base64')}`;
+  }
+
+  /** The dashboard API token for an inbound access token; throws ExchangeRefused. Concurrent callers share one exchange. */
+  async dashboardToken(inbound: string): Promise<string> {
+    const key = createHash('sha256').update(inbound).digest('base64url');
+    const cached = this.exchanged.get(key);
+    if (cached) {
+      const entry = await cached.catch(() => undefined);
+      if (entry && entry.refreshAtMs > this.ctx.clock.now()) return entry.token;
+    }
+    const pending = this.exchange(inbound);
+    this.exchanged.set(key, pending);
+    try {
+      return (await pending).token;
+    } catch (e) {
+      this.exchanged.delete(key);
+      throw e;
+    }
+  }
+
+  /** Drops the cached exchange of an inbound token (after the dashboard API refused it). */
+  forget(inbound: string): void {
+    this.exchanged.delete(createHash('sha256').update(inbound).digest('base64url'));
+  }
+
+  /** Calls one dashboard API operation with a dashboard API token. */
+  call(
+    id: OperationId,
+    token: string,
+    agencyId: string,
+    input: Record<string, unknown>,
+    requestId: string,
+  ): Promise<DashboardApiResponse> {
+    const local = inProcessDashboardApi(this.ctx);
+    if (local) return local.call(id, token, agencyId, input, requestId);
+    return this.callOverHttp(OPERATIONS[id], token, agencyId, input);
+  }
+
+  private async exchange(inbound: string): Promise<Exchanged> {
+    const body = inProcessDashboardApi(this.ctx)
+      ? await this.exchangeInProcess(inbound)
+      : await this.exchangeOverHttp(inbound);
+    return {
+      token: body.access_token,
+      refreshAtMs: this.ctx.clock.now() + body.expires_in * 1000 - REFRESH_MARGIN_MS,
+    };
+  }
+
+  private async exchangeInProcess(inbound: string): Promise<TokenExchangeResponse> {
+    try {
+      return await exchangeToken(this.ctx, {
+        authorization: this.basic,
+        subjectToken: inbound,
+        subjectTokenType: ACCESS_TOKEN_TYPE,
+        targets: [this.audience()],
+        requestedTokenType: undefined,
+      });
+    } catch (e) {
+      if (e instanceof OAuthError && e.code === 'invalid_request') throw new ExchangeRefused(e.description);
+      throw e;
+    }
+  }
+
+  private async exchangeOverHttp(inbound: string): Promise<TokenExchangeResponse> {
+    const res = await fetch(`${urls.issuer(this.ctx.config)}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: this.basic },
+      body: new URLSearchParams({
+        grant_type: TOKEN_EXCHANGE_GRANT,
+        subject_token: inbound,
+        subject_token_type: ACCESS_TOKEN_TYPE,
+        audience: this.audience(),
+      }).toString(),
+    });
+    const body = (await res.json()) as TokenExchangeResponse & { error?: string; error_description?: string };
+    if (res.status === 200) return body;
+    if (body.error === 'invalid_request')
+      throw new ExchangeRefused(body.error_description ?? 'Token exchange refused');
+    throw new Error(
+      `token exchange failed: ${res.status} ${body.error ?? ''} ${body.error_description ?? ''}`,
+    );
+  }
+
+  private async callOverHttp(
+    op: Operation,
+    token: string,
+    agencyId: string,
+    input: Record<string, unknown>,
+  ): Promise<DashboardApiResponse> {
+    const rest = { ...input };
+    const path = op.path.replace(/:([a-z_]+)/g, (_m, name: string) => {
+      const value = encodeURIComponent(String(rest[name] ?? ''));
+      delete rest[name];
+      return value;
+    });
+    let url = `${urls.issuer(this.ctx.config)}/api/agencies/${encodeURIComponent(agencyId)}${path}`;
+    const init: RequestInit = { method: op.method, headers: { authorization: `Bearer ${token}` } };
+    if (op.method === 'GET') {
+      const query = new URLSearchParams();
+      for (const [k, v] of Object.entries(rest)) if (v !== undefined) query.set(k, String(v));
+      if (query.size) url += `?${query}`;
+    } else {
+      init.headers = { ...init.headers, 'content-type': 'application/json' };
+      init.body = JSON.stringify(rest);
+    }
+    const res = await fetch(url, init);
+    return { status: res.status, body: await res.json() };
+  }
+
+  private audience(): string {
+    return `${urls.issuer(this.ctx.config)}/api`;
+  }
+}

@@ -1,0 +1,134 @@
+import { createMcpHandler } from '@modelcontextprotocol/server';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { SCOPES } from '../auth/scopes.js';
+import { type AppContext, urls } from '../context.js';
+import type { Access } from '../dashboard-api/resources.js';
+import { McpAuthError } from '../mcp/auth.js';
+import { mountMcpEndpoint } from '../mcp/endpoint.js';
+import { allowedHostnames } from '../mcp/host-guard.js';
+import { lazy } from '../mcp/plugin.js';
+import {
+  protectedResourceMetadataUrl,
+  registerProtectedResourceMetadata,
+} from '../mcp/protected-resource.js';
+import { reportSdkError } from '../mcp/sdk-errors.js';
+import {
+  type AgencyCall,
+  agencyAuthPolicy,
+  authenticateAgencyRequest,
+  insufficientScopeChallenge,
+  sendAuthError,
+  toAgencyAuthInfo,
+  unauthorized,
+} from './auth.js';
+import { DashboardGateway, ExchangeRefused } from './gateway.js';
+import { agencyServerFactory } from './server.js';
+import { WRITE_TOOL_NAMES } from './tools.js';
+
+/** SPEC §4.3 lists these in the metadata; the AS takes them as aliases of agency:mcp:read / write (DESIGN §5). */
+const SCOPES_SUPPORTED = ['mcp:read', 'mcp:write'];
+
+/**
+ * The agency MCP server at `{AGENCY_MCP_URL}/mcp` (SPEC §1, §4.2, §5.2–§5.5, §7.2): an OAuth 2.1 protected resource
+ * that acts for one member of one agency and reaches agency data only through the dashboard API (DESIGN §6).
+ */
+export async function agencyMcpSurface(app: FastifyInstance, ctx: AppContext): Promise<void> {
+  const site = lazy(() => agencyMcpSite(ctx));
+  registerProtectedResourceMetadata(app, '/mcp', () => ({
+    resource: site().resource,
+    authorizationServers: [urls.issuer(ctx.config)],
+    scopesSupported: SCOPES_SUPPORTED,
+    resourceName: 'Svc agency MCP server',
+  }));
+  const gateway = new DashboardGateway(ctx);
+  const handler = createMcpHandler(agencyServerFactory(gateway), {
+    maxRequestBodySize: ctx.config.bodyLimitBytes,
+    onerror: (error) => reportSdkError(ctx.log, error),
+  });
+  app.addHook('onClose', async () => handler.close());
+  // After the body is parsed, before the SDK: the scope step-up (403) and the token exchange (401 when refused).
+  app.addHook('preHandler', async (request, reply) =>
+    prepareCall(gateway, site().metadataUrl, request, reply),
+  );
+  await mountMcpEndpoint(app, {
+    path: '/mcp',
+    allowedHosts: () => site().allowedHosts,
+    authenticate: async (request) => {
+      const { token, principal } = await authenticateAgencyRequest(ctx, request, site().policy);
+      return toAgencyAuthInfo(token, principal, site().resourceUrl, request.id);
+    },
+    handler,
+  });
+}
+
+function agencyMcpSite(ctx: AppContext) {
+  const resource = urls.agencyMcpResource(ctx.config);
+  const metadataUrl = protectedResourceMetadataUrl(resource);
+  return {
+    resource,
+    resourceUrl: new URL(resource),
+    metadataUrl,
+    policy: agencyAuthPolicy(resource, metadataUrl),
+    allowedHosts: allowedHostnames(ctx.config, urls.of(ctx.config, 'agency-mcp')),
+  };
+}
+
+/** The JSON-RPC method and tool name of a parsed body, when it is a single request object. */
+function rpcOf(body: unknown): { method?: string; tool?: string } {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return {};
+  const b = body as { method?: unknown; params?: { name?: unknown } };
+  return {
+    ...(typeof b.method === 'string' ? { method: b.method } : {}),
+    ...(typeof b.params?.name === 'string' ? { tool: b.params.name } : {}),
+  };
+}
+
+async function prepareCall(
+  gateway: DashboardGateway,
+  metadataUrl: string,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<FastifyReply | undefined> {
+  const auth = request.mcpAuth;
+  if (!auth) return undefined;
+  const { method, tool } = rpcOf(request.body);
+  if (method !== 'tools/call' && method !== 'tools/list') return undefined;
+  const call = auth.extra?.['agency'] as AgencyCall;
+  // SPEC §5.4: a write tool with a read-only token is refused before anything runs, so the client steps up.
+  if (
+    method === 'tools/call' &&
+    tool &&
+    WRITE_TOOL_NAMES.has(tool) &&
+    !call.principal.scopes.has(SCOPES.agencyWrite)
+  ) {
+    const message = 'This tool makes changes: authorize again with agency:mcp:write';
+    return sendAuthError(
+      request,
+      reply,
+      new McpAuthError(403, 'insufficient_scope', message, insufficientScopeChallenge(metadataUrl)),
+    );
+  }
+  try {
+    call.dashboardToken = await gateway.dashboardToken(auth.token);
+    if (method === 'tools/list') call.permissions = await permissionsNow(gateway, call);
+  } catch (e) {
+    if (!(e instanceof ExchangeRefused)) throw e;
+    gateway.forget(auth.token);
+    return sendAuthError(request, reply, unauthorized(metadataUrl, 'invalid_token', e.message));
+  }
+  return undefined;
+}
+
+/** The effective permissions now (DESIGN §3), as the dashboard API computes them on every call. */
+async function permissionsNow(gateway: DashboardGateway, call: AgencyCall): Promise<ReadonlySet<string>> {
+  const res = await gateway.call(
+    'access.get',
+    call.dashboardToken!,
+    call.principal.agencyId,
+    {},
+    call.requestId,
+  );
+  if (res.status === 401) throw new ExchangeRefused('The connection behind this token has ended');
+  if (res.status !== 200) return new Set();
+  return new Set((res.body as Access).permissions);
+}

@@ -1,0 +1,153 @@
+import {
+  type CallToolResult,
+  type JsonSchemaType,
+  McpServer,
+  type McpServerFactory,
+  type ServerContext,
+  type StandardSchemaWithJSON,
+} from '@modelcontextprotocol/server';
+import { z } from 'zod';
+import type { ErrorBody } from '../http/errors.js';
+import { MCP_PROTOCOL_VERSIONS } from '../mcp/protocol-versions.js';
+import { precompiledSchema, sharedJsonSchemaValidator } from '../mcp/schema-validator.js';
+import { type AgencyCall, agencyCallOf } from './auth.js';
+import type { DashboardGateway } from './gateway.js';
+import { AGENCY_TOOLS, type AgencyToolDefinition } from './tools.js';
+
+/** SPEC §9.5: the agency MCP server is at its own version 1.0.0. */
+export const AGENCY_SERVER_INFO = {
+  name: 'svc-agency-mcp',
+  title: 'Svc agency MCP server',
+  version: '1.0.0',
+};
+
+export const AGENCY_SERVER_INSTRUCTIONS = [
+  'This server acts for one member of one agency, within the permissions the member granted this connection.',
+  'Start with get_agency. Lists page with limit and cursor (pass next_cursor back as cursor).',
+  'Tools that make changes need the agency:mcp:write scope and are listed only when the connection may use them.',
+].join(' ');
+
+/** tools/list depends on the caller's permissions: a private, short-lived cache hint (MCP 2026-07-28 caching). */
+const PRIVATE_LIST_HINT = { ttlMs: 0, cacheScope: 'private' as const };
+const PUBLIC_HINT = { ttlMs: 300_000, cacheScope: 'public' as const };
+
+/**
+ * A tool input schema: JSON Schema computed once at module scope for `tools/list`, validated with zod so that an
+ * invalid argument is a tool error naming the field (an unknown field is named too).
+ */
+function toolInputSchema(
+  schema: z.ZodObject,
+): StandardSchemaWithJSON<Record<string, unknown>, Record<string, unknown>> {
+  const json = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input' }) as JsonSchemaType;
+  delete (json as Record<string, unknown>)['$schema'];
+  return {
+    '~standard': {
+      version: 1,
+      vendor: 'svc',
+      jsonSchema: { input: () => json, output: () => json },
+      validate: (value: unknown) => {
+        const r = schema.safeParse(value);
+        if (r.success) return { value: r.data as Record<string, unknown> };
+        return {
+          issues: r.error.issues.map((i) =>
+            i.code === 'unrecognized_keys'
+              ? { message: `unknown field (allowed: ${Object.keys(schema.shape).join(', ')})`, path: i.keys }
+              : { message: i.message, path: i.path as PropertyKey[] },
+          ),
+        };
+      },
+    },
+  } as StandardSchemaWithJSON<Record<string, unknown>, Record<string, unknown>>;
+}
+
+interface CompiledTool {
+  definition: AgencyToolDefinition;
+  config: {
+    title: string;
+    description: string;
+    inputSchema: StandardSchemaWithJSON<Record<string, unknown>, Record<string, unknown>>;
+    outputSchema: StandardSchemaWithJSON<unknown, unknown>;
+    annotations: AgencyToolDefinition['annotations'];
+  };
+}
+
+const COMPILED: readonly CompiledTool[] = AGENCY_TOOLS.map((definition) => ({
+  definition,
+  config: {
+    title: definition.title,
+    description: definition.description,
+    inputSchema: toolInputSchema(definition.inputSchema),
+    outputSchema: precompiledSchema(definition.outputSchema as z.ZodType<unknown>),
+    annotations: definition.annotations,
+  },
+}));
+
+/**
+ * One McpServer per request (stateless serving). For tools/list only the tools the effective permissions allow are
+ * registered (DESIGN §6); for other requests all are, so that a call outside the permissions reaches the dashboard
+ * API and comes back as a tool error naming the missing permission.
+ */
+export function agencyServerFactory(gateway: DashboardGateway): McpServerFactory {
+  return ({ authInfo }) => {
+    const server = new McpServer(AGENCY_SERVER_INFO, {
+      instructions: AGENCY_SERVER_INSTRUCTIONS,
+      capabilities: { logging: {} },
+      supportedProtocolVersions: MCP_PROTOCOL_VERSIONS,
+      jsonSchemaValidator: sharedJsonSchemaValidator,
+      cacheHints: { 'tools/list': PRIVATE_LIST_HINT, 'server/discover': PUBLIC_HINT },
+    });
+    const permissions = (authInfo?.extra?.['agency'] as AgencyCall | undefined)?.permissions;
+    for (const tool of COMPILED) {
+      if (permissions && !permissions.has(tool.definition.permission)) continue;
+      server.registerTool(tool.definition.name, tool.config, (args, call) =>
+        runTool(gateway, tool.definition, args as Record<string, unknown>, call),
+      );
+    }
+    return server;
+  };
+}
+
+async function runTool(
+  gateway: DashboardGateway,
+  tool: AgencyToolDefinition,
+  args: Record<string, unknown>,
+  call: ServerContext,
+): Promise<CallToolResult> {
+  const caller = agencyCallOf(call.http?.authInfo);
+  if (!caller.dashboardToken) throw new Error('tools/call reached the handler without an exchanged token');
+  const res = await gateway.call(
+    tool.operation,
+    caller.dashboardToken,
+    caller.principal.agencyId,
+    args,
+    caller.requestId,
+  );
+  if (res.status < 300) {
+    const object = res.body as Record<string, unknown>;
+    return { content: [{ type: 'text', text: summarize(object) }], structuredContent: object };
+  }
+  const error = (res.body as ErrorBody).error;
+  if (res.status === 401) gateway.forget(call.http?.authInfo?.token ?? '');
+  return {
+    isError: true,
+    content: [
+      { type: 'text', text: `${error.message} (${error.code}${error.param ? `, ${error.param}` : ''})` },
+    ],
+  };
+}
+
+/** A short text rendering beside the structured content (MCP tools: structured results SHOULD also be in text). */
+export function summarize(o: Record<string, unknown>): string {
+  if (o['object'] === 'list') {
+    const data = o['data'] as Record<string, unknown>[];
+    const items = data.map(label).join('; ');
+    const more = o['has_more'] ? ` More: pass cursor "${String(o['next_cursor'])}".` : '';
+    return `${data.length} item${data.length === 1 ? '' : 's'}${items ? `: ${items}` : ''}.${more}`;
+  }
+  return `${String(o['object'])} ${label(o)}`;
+}
+
+function label(o: Record<string, unknown>): string {
+  const name = o['name'] ?? o['title'] ?? o['username'] ?? o['body'];
+  return name === undefined ? String(o['id']) : `${String(name)} (${String(o['id'])})`;
+}
