@@ -1,7 +1,7 @@
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/harness.js';
-import { authorize, Browser, connectionStatus, register } from './oauth-helpers.js';
+import { authorize, Browser, connect, connectionStatus, register } from './oauth-helpers.js';
 
 /** oauth4webapi as a strict OAuth 2.1 client: discovery, DCR, PKCE, the `iss` check, code and refresh grants. */
 
@@ -157,5 +157,31 @@ describe('oauth4webapi against the authorization server', () => {
     const b = await register(server, { ...meta });
     expect(a.res.status).toBe(201);
     expect(b.body['client_id']).toBe(a.body['client_id']);
+  });
+});
+
+describe('access tokens signed with ES256 (SIGNING_ALG=ES256)', () => {
+  it('are RFC 9068 tokens that oauth4webapi and the resource-server verifier accept', async () => {
+    const es = await startTestServer({ env: { AGENCY_MCP_URL, SIGNING_ALG: 'ES256' } });
+    try {
+      const issuer = new URL(es.url.auth);
+      const meta = await oauth.processDiscoveryResponse(
+        issuer,
+        await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }),
+      );
+      const { tokens } = await connect(es);
+      const resource = `${AGENCY_MCP_URL}/mcp`;
+      const claims = await oauth.validateJwtAccessToken(
+        meta,
+        new Request(resource, { headers: { authorization: `Bearer ${tokens['access_token']}` } }),
+        resource,
+        insecure,
+      );
+      expect(claims['cid']).toMatch(/^con_/);
+      const p = await es.services.ctx.verifier.verify(tokens['access_token']!, resource, ['oauth']);
+      expect(p.kind).toBe('oauth');
+    } finally {
+      await es.close();
+    }
   });
 });
