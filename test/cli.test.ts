@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { main } from '../src/cli/main.js';
-import { openStore } from '../src/store/database.js';
+import { openStore, type Store } from '../src/store/database.js';
 import { freshDatabase } from './helpers/harness.js';
 
 let db: Awaited<ReturnType<typeof freshDatabase>>;
@@ -17,6 +17,20 @@ afterAll(async () => {
 });
 afterEach(() => vi.restoreAllMocks());
 
+/** Runs `fn` against the database the CLI uses. */
+async function withStore<T>(fn: (db: Store['db']) => Promise<T>): Promise<T> {
+  const store = openStore({
+    databaseUrl: process.env['DATABASE_URL'],
+    dataDir: process.env['DATA_DIR'] ?? '',
+    databasePoolSize: 1,
+  });
+  try {
+    return await fn(store.db);
+  } finally {
+    await store.close();
+  }
+}
+
 /** Runs `svc ...args` in-process and captures what it prints. */
 async function svc(...args: string[]) {
   const out: string[] = [];
@@ -32,18 +46,33 @@ describe('svc', () => {
   it('lists its commands', async () => {
     const r = await svc('--help');
     expect(r.code).toBe(0);
-    for (const c of ['start', 'migrate', 'seed-demo', 'users create', 'sessions create', 'keys rotate'])
+    for (const c of [
+      'start',
+      'migrate',
+      'seed-demo',
+      'users create',
+      'users pin',
+      'clients pin',
+      'sessions create',
+      'keys rotate',
+    ])
       expect(r.out).toContain(c);
   });
 
-  it.each(['start', 'migrate', 'seed-demo', 'users create', 'sessions create', 'keys rotate'])(
-    '%s --help',
-    async (command) => {
-      const r = await svc(...command.split(' '), '--help');
-      expect(r.code).toBe(0);
-      expect(r.out).toMatch(new RegExp(`^Usage: svc ${command}`));
-    },
-  );
+  it.each([
+    'start',
+    'migrate',
+    'seed-demo',
+    'users create',
+    'users pin',
+    'clients pin',
+    'sessions create',
+    'keys rotate',
+  ])('%s --help', async (command) => {
+    const r = await svc(...command.split(' '), '--help');
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(new RegExp(`^Usage: svc ${command}`));
+  });
 
   it('refuses an unknown command or option with usage and exit code 2', async () => {
     expect((await svc('frobnicate')).code).toBe(2);
@@ -92,18 +121,64 @@ describe('svc', () => {
     expect((await svc('sessions', 'create', '--username', 'nobody')).err).toBe('svc: no user named nobody');
     const rotated = await svc('keys', 'rotate');
     expect(rotated.out).toMatch(/^signing with new key \w+$/);
-    const store = openStore({
-      databaseUrl: process.env['DATABASE_URL'],
-      dataDir: process.env['DATA_DIR'] ?? '',
-      databasePoolSize: 1,
+    const keys = await withStore((db) =>
+      db.selectFrom('signing_keys').select(['kid', 'retired_at']).execute(),
+    );
+    expect(keys.filter((k) => k.retired_at === null)).toHaveLength(1);
+    expect(keys.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('pins a user and an OAuth client to an API version, and clears the pins', async () => {
+    const userPin = async (username: string) =>
+      (
+        await withStore((db) =>
+          db.selectFrom('users').select('api_version').where('username', '=', username).executeTakeFirst(),
+        )
+      )?.api_version;
+    const clientPin = async (clientId: string) =>
+      (
+        await withStore((db) =>
+          db
+            .selectFrom('oauth_clients')
+            .select('api_version')
+            .where('client_id', '=', clientId)
+            .executeTakeFirst(),
+        )
+      )?.api_version;
+    expect((await svc('users', 'pin', '--username', 'marie', '--api-version', '2026-09-24.albus')).code).toBe(
+      0,
+    );
+    expect(await userPin('marie')).toBe('2026-09-24.albus');
+    expect((await svc('users', 'pin', '--username', 'marie', '--api-version', 'none')).code).toBe(0);
+    expect(await userPin('marie')).toBeNull();
+    expect(
+      await svc('users', 'pin', '--username', 'marie', '--api-version', '2099-01-01.future'),
+    ).toMatchObject({ code: 2 });
+    expect(await svc('users', 'pin', '--username', 'nobody', '--api-version', 'none')).toMatchObject({
+      code: 2,
+      err: 'svc: no user named nobody',
     });
-    try {
-      const keys = await store.db.selectFrom('signing_keys').select(['kid', 'retired_at']).execute();
-      expect(keys.filter((k) => k.retired_at === null)).toHaveLength(1);
-      expect(keys.length).toBeGreaterThanOrEqual(2);
-    } finally {
-      await store.close();
-    }
+
+    await withStore((db) =>
+      db
+        .insertInto('oauth_clients')
+        .values({
+          client_id: 'cli-test',
+          kind: 'dcr',
+          metadata: '{}',
+          api_version: null,
+          created_at: 0,
+          last_used_at: null,
+        })
+        .execute(),
+    );
+    expect(
+      (await svc('clients', 'pin', '--client-id', 'cli-test', '--api-version', '2026-09-24.albus')).code,
+    ).toBe(0);
+    expect(await clientPin('cli-test')).toBe('2026-09-24.albus');
+    expect(await svc('clients', 'pin', '--client-id', 'nope', '--api-version', 'none')).toMatchObject({
+      code: 2,
+    });
   });
 
   it('refuses the demo seed in production', async () => {

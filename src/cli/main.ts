@@ -70,19 +70,57 @@ const COMMANDS: Record<string, Command> = {
         const password = v['password-stdin']
           ? readFileSync(0, 'utf8').replace(/\r?\n$/, '')
           : required(v, 'password');
-        const apiVersion = v['api-version'] as string | undefined;
-        if (apiVersion !== undefined && !ctx.versions.has(apiVersion)) {
-          throw new UsageError(`--api-version must be one of ${ctx.versions.ids.join(', ')}`);
-        }
+        const apiVersion = typeof v['api-version'] === 'string' ? pinValue(ctx, v['api-version']) : null;
         const user = await createUser(ctx.db, ctx.clock, {
           username,
           password,
           imageUrl: (v['image-url'] as string | undefined) ?? null,
-          apiVersion: apiVersion ?? null,
+          apiVersion,
         });
         console.log(
           JSON.stringify({ object: 'user', id: user.id, username: user.username, image_url: user.image_url }),
         );
+      }),
+  },
+  'users pin': {
+    usage: 'svc users pin --username NAME --api-version (VERSION | none)',
+    summary:
+      "Set a user's pinned API version (used when a request sends no Svc-Version); none = the baseline.",
+    options: {
+      username: { type: 'string', help: 'the user' },
+      'api-version': { type: 'string', help: 'a supported version, or none' },
+    },
+    run: (v, config) =>
+      withContext(config, async (ctx) => {
+        const username = required(v, 'username');
+        const version = pinValue(ctx, required(v, 'api-version'));
+        const { numUpdatedRows } = await ctx.db
+          .updateTable('users')
+          .set({ api_version: version })
+          .where('username', '=', username)
+          .executeTakeFirst();
+        if (numUpdatedRows === 0n) throw new UsageError(`no user named ${username}`);
+        console.log(`${username} pinned to ${version ?? `the baseline (${ctx.versions.baseline})`}`);
+      }),
+  },
+  'clients pin': {
+    usage: 'svc clients pin --client-id ID --api-version (VERSION | none)',
+    summary: "Set an OAuth client's pinned API version; it comes before the user's pin.",
+    options: {
+      'client-id': { type: 'string', help: 'the OAuth client' },
+      'api-version': { type: 'string', help: 'a supported version, or none' },
+    },
+    run: (v, config) =>
+      withContext(config, async (ctx) => {
+        const clientId = required(v, 'client-id');
+        const version = pinValue(ctx, required(v, 'api-version'));
+        const { numUpdatedRows } = await ctx.db
+          .updateTable('oauth_clients')
+          .set({ api_version: version })
+          .where('client_id', '=', clientId)
+          .executeTakeFirst();
+        if (numUpdatedRows === 0n) throw new UsageError(`no OAuth client ${clientId}`);
+        console.log(`${clientId} pinned to ${version ?? 'no version (the user pin, then the baseline)'}`);
       }),
   },
   'sessions create': {
@@ -116,6 +154,14 @@ const COMMANDS: Record<string, Command> = {
       }),
   },
 };
+
+/** A pin value: a supported version, or `none` to clear the pin (SPEC §9.3). */
+function pinValue(ctx: AppContext, value: string): string | null {
+  if (value === 'none') return null;
+  if (!ctx.versions.has(value))
+    throw new UsageError(`--api-version must be none or one of ${ctx.versions.ids.join(', ')}`);
+  return value;
+}
 
 function required(v: Record<string, unknown>, name: string): string {
   const value = v[name];
