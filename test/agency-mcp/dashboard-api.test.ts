@@ -1,0 +1,155 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { changeRole } from '../../src/domain/agencies.js';
+import { revokeConnection } from '../../src/domain/connections.js';
+import { startTestServer, type TestServer } from '../helpers/harness.js';
+import { AGENCY_SECRET, demo, exchange, type Grant, grant } from './helpers.js';
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer({ env: { AGENCY_MCP_CLIENT_SECRET: AGENCY_SECRET } });
+});
+afterAll(() => server.close());
+
+async function dashboardToken(g: Grant): Promise<string> {
+  return (await exchange(server, g.token)).body['access_token'] as string;
+}
+
+function api(token: string | undefined, path: string, init: RequestInit = {}) {
+  return fetch(`${server.url.auth}/api/agencies${path}`, {
+    ...init,
+    headers: {
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(init.body ? { 'content-type': 'application/json' } : {}),
+    },
+  });
+}
+
+const errorOf = async (res: Response) => ((await res.json()) as { error: Record<string, string> }).error;
+
+describe('the dashboard API (SPEC §2.1 conventions, §7.1 errors)', () => {
+  it('accepts the dashboard API token and renders objects with every field', async () => {
+    const g = await grant(server);
+    const res = await api(await dashboardToken(g), `/${g.agencyId}`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({
+      object: 'agency',
+      id: g.agencyId,
+      name: 'Northwind Studio',
+      plan: 'studio',
+      agent_write_enabled: true,
+      created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+    });
+  });
+
+  it('refuses an agent access token, and no token', async () => {
+    const g = await grant(server);
+    const agent = await api(g.token, `/${g.agencyId}/clients`);
+    expect(agent.status).toBe(401);
+    expect((await errorOf(agent)).code).toBe('invalid_token');
+    const none = await api(undefined, `/${g.agencyId}/clients`);
+    expect(none.status).toBe(401);
+    expect((await errorOf(none)).code).toBe('missing_token');
+  });
+
+  it('pages lists in the list envelope', async () => {
+    const g = await grant(server);
+    const token = await dashboardToken(g);
+    const first = (await (await api(token, `/${g.agencyId}/tasks?limit=2`)).json()) as Record<
+      string,
+      unknown
+    >;
+    expect(first).toMatchObject({ object: 'list', has_more: true });
+    expect((first['data'] as unknown[]).length).toBe(2);
+    const rest = (await (
+      await api(token, `/${g.agencyId}/tasks?limit=100&cursor=${first['next_cursor']}`)
+    ).json()) as Record<string, unknown>;
+    expect(rest).toMatchObject({ has_more: false, next_cursor: null });
+    const ids = [...(first['data'] as { id: string }[]), ...(rest['data'] as { id: string }[])].map(
+      (t) => t.id,
+    );
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it('names the bad parameter', async () => {
+    const g = await grant(server);
+    const token = await dashboardToken(g);
+    for (const [path, param] of [
+      ['/clients?limit=0', 'limit'],
+      ['/clients?limit=abc', 'limit'],
+      ['/clients?cursor=garbage', 'cursor'],
+      ['/clients?colour=red', 'colour'],
+      ['/clients/not-an-id', 'client_id'],
+    ] as const) {
+      const res = await api(token, `/${g.agencyId}${path}`);
+      expect(res.status, path).toBe(400);
+      expect(await errorOf(res), path).toMatchObject({ type: 'invalid_request_error', param });
+    }
+    const body = await api(token, `/${g.agencyId}/clients`, {
+      method: 'POST',
+      body: JSON.stringify({ email: 1 }),
+    });
+    expect(body.status).toBe(400);
+    expect((await errorOf(body)).param).toBe('name');
+    const notJson = await api(token, `/${g.agencyId}/clients`, { method: 'POST', body: '{' });
+    expect((await errorOf(notJson)).code).toBe('invalid_json');
+  });
+
+  it('answers 404 for another agency and for unknown objects', async () => {
+    const g = await grant(server);
+    const token = await dashboardToken(g);
+    const { agency: other } = await demo(server, 'ada', 'Blue Harbor');
+    const res = await api(token, `/${other.id}/clients`);
+    expect(res.status).toBe(404);
+    expect(await errorOf(res)).toMatchObject({ code: 'resource_not_found', param: 'agency_id' });
+    const missing = await api(token, `/${g.agencyId}/projects/prj_unknown`);
+    expect(await errorOf(missing)).toMatchObject({ code: 'resource_not_found', param: 'project_id' });
+  });
+
+  it('refuses an operation outside the permissions with 403 naming the permission', async () => {
+    const g = await grant(server, { scopes: ['agency:mcp:read'] });
+    const res = await api(await dashboardToken(g), `/${g.agencyId}/clients`, {
+      method: 'POST',
+      body: JSON.stringify({ name: 'x' }),
+    });
+    expect(res.status).toBe(403);
+    expect(await errorOf(res)).toMatchObject({
+      type: 'permission_error',
+      code: 'missing_permission',
+      param: 'clients:write',
+    });
+  });
+
+  it('re-checks the connection and the role on every call', async () => {
+    const ctx = server.services.ctx;
+    const g = await grant(server, { username: 'grace' });
+    const token = await dashboardToken(g);
+    const create = () =>
+      api(token, `/${g.agencyId}/clients`, { method: 'POST', body: JSON.stringify({ name: 'Role check' }) });
+    expect((await create()).status).toBe(201);
+    const { member: owner } = await demo(server, 'ada');
+    await changeRole(ctx.db, ctx.clock, owner, g.memberId, 'viewer');
+    expect((await create()).status).toBe(403);
+    const access = (await (await api(token, `/${g.agencyId}/access`)).json()) as { permissions: string[] };
+    expect(access.permissions).toEqual([
+      'agency:read',
+      'members:read',
+      'clients:read',
+      'projects:read',
+      'tasks:read',
+    ]);
+    await changeRole(ctx.db, ctx.clock, owner, g.memberId, 'manager');
+    await revokeConnection(ctx.db, ctx.clock, g.connection.id, 'disconnected');
+    const after = await api(token, `/${g.agencyId}`);
+    expect(after.status).toBe(401);
+    expect((await errorOf(after)).code).toBe('token_revoked');
+  });
+
+  it('refuses an expired dashboard token', async () => {
+    const g = await grant(server);
+    const token = await dashboardToken(g);
+    server.clock.advance(301_000);
+    const res = await api(token, `/${g.agencyId}`);
+    expect(res.status).toBe(401);
+    expect((await errorOf(res)).code).toBe('token_expired');
+  });
+});

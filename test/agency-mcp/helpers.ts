@@ -1,0 +1,98 @@
+import { mintConnectionAccessToken } from '../../src/auth/access-token.js';
+import { ACCESS_TOKEN_TYPE, AGENCY_MCP_CLIENT_ID } from '../../src/auth/token-exchange.js';
+import {
+  activateConnection,
+  type ConnectionRow,
+  createPendingConnection,
+} from '../../src/domain/connections.js';
+import { ROLE_PERMISSIONS } from '../../src/domain/permissions.js';
+import type { TestServer } from '../helpers/harness.js';
+
+export const AGENCY_SECRET = 'test-agency-mcp-secret-0123456789abcdef';
+
+/** Ids of the demo data by name. */
+export async function demo(server: TestServer, username = 'ada', agency = 'Northwind Studio') {
+  const db = server.services.ctx.db;
+  const user = await db
+    .selectFrom('users')
+    .selectAll()
+    .where('username', '=', username)
+    .executeTakeFirstOrThrow();
+  const agencyRow = await db
+    .selectFrom('agencies')
+    .selectAll()
+    .where('name', '=', agency)
+    .executeTakeFirstOrThrow();
+  const member = await db
+    .selectFrom('members')
+    .selectAll()
+    .where('user_id', '=', user.id)
+    .where('agency_id', '=', agencyRow.id)
+    .executeTakeFirstOrThrow();
+  return { user, agency: agencyRow, member };
+}
+
+export interface Grant {
+  connection: ConnectionRow;
+  token: string;
+  memberId: string;
+  agencyId: string;
+  userId: string;
+}
+
+/**
+ * An active connection as consent would create it, and an access token minted by the AS's own code for it: the
+ * resource-server tests need a real grant without driving the pages (the full flow test drives them).
+ */
+export async function grant(
+  server: TestServer,
+  o: { username?: string; agency?: string; scopes?: string[]; ceiling?: string[]; resource?: string } = {},
+): Promise<Grant> {
+  const ctx = server.services.ctx;
+  const { user, agency, member } = await demo(server, o.username, o.agency);
+  const scopes = o.scopes ?? ['agency:mcp:read', 'agency:mcp:write'];
+  const pending = await createPendingConnection(ctx.db, ctx.clock, {
+    userId: user.id,
+    agencyId: agency.id,
+    memberId: member.id,
+    clientId: 'test-agent',
+    resource: o.resource ?? `${server.url.agencyMcp}/mcp`,
+    scopes,
+    ceiling: o.ceiling ?? [...ROLE_PERMISSIONS[member.role]],
+    pendingUntil: ctx.clock.now() + 60_000,
+  });
+  await activateConnection(ctx.db, ctx.clock, pending.id);
+  const connection = await ctx.db
+    .selectFrom('connections')
+    .selectAll()
+    .where('id', '=', pending.id)
+    .executeTakeFirstOrThrow();
+  const token = await mintConnectionAccessToken(ctx, connection, scopes.join(' '));
+  return { connection, token, memberId: member.id, agencyId: agency.id, userId: user.id };
+}
+
+/** A token exchange request as the agency MCP server sends it. */
+export async function exchange(
+  server: TestServer,
+  subjectToken: string,
+  o: { secret?: string; clientId?: string; extra?: Record<string, string>; omitAuth?: boolean } = {},
+) {
+  const credentials = Buffer.from(
+    `${o.clientId ?? AGENCY_MCP_CLIENT_ID}:${o.secret ?? AGENCY_SECRET}`,
+  ).toString('base64');
+  const res = await fetch(`${server.url.auth}/oauth/token`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/x-www-form-urlencoded',
+      ...(o.omitAuth ? {} : { authorization: `Basic ${credentials}` }),
+    },
+    body: new URLSearchParams({
+      grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+      subject_token: subjectToken,
+      subject_token_type: ACCESS_TOKEN_TYPE,
+      audience: `${server.url.auth}/api`,
+      ...o.extra,
+    }).toString(),
+  });
+  return { res, body: (await res.json()) as Record<string, unknown> };
+}
