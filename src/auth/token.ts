@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { AppContext } from '../context.js';
+import { type AppContext, urls } from '../context.js';
 import {
   activateConnection,
   CONNECTION_TTL_MS,
@@ -31,21 +31,39 @@ export async function tokenRoutes(
     const p = Params.fromBody(request.body);
     // RFC 8693: the one grant with client authentication (the internal agency MCP client), see token-exchange.ts.
     if (p.get('grant_type') === TOKEN_EXCHANGE_GRANT) return tokenExchangeGrant(ctx, request, p, reply);
-    refuseClientAuthentication(request, p);
     const grantType = p.require('grant_type');
+    // Another module may add a grant (the RFC 8693 token exchange of the agency MCP server, DESIGN §6); it
+    // authenticates its own client.
+    const extra = extraGrants.get(grantType);
+    if (extra) return extra(ctx, p, request, reply);
+    refuseClientAuthentication(ctx, request, p);
     if (grantType === 'authorization_code') return authorizationCodeGrant(ctx, registry, p, reply);
     if (grantType === 'refresh_token') return refreshTokenGrant(ctx, p, reply);
     throw new OAuthError('unsupported_grant_type', `grant_type ${grantType} is not supported`);
   });
 }
 
+export type GrantHandler = (
+  ctx: AppContext,
+  params: Params,
+  request: FastifyRequest,
+  reply: FastifyReply,
+) => Promise<FastifyReply>;
+
+/** Grants beyond the two public ones, by grant_type; register before the auth surface is built. */
+export const extraGrants = new Map<string, GrantHandler>();
+
 /** DESIGN §5: token_endpoint_auth_methods_supported is [none]; credentials are refused, not ignored (§5.2). */
-function refuseClientAuthentication(request: FastifyRequest, p: Params): void {
-  if (request.headers.authorization !== undefined || p.has('client_secret') || p.has('client_assertion')) {
+function refuseClientAuthentication(ctx: AppContext, request: FastifyRequest, p: Params): void {
+  const authorization = request.headers.authorization;
+  if (authorization !== undefined || p.has('client_secret') || p.has('client_assertion')) {
+    // RFC 6749 §5.2: a client that tried the Authorization header gets 401 with a challenge of its scheme.
+    const scheme = authorization?.split(' ')[0]?.replace(/[^A-Za-z0-9_-]/g, '') || undefined;
     throw new OAuthError(
       'invalid_client',
       'This server has public clients only (token_endpoint_auth_method none); send client_id without credentials',
       401,
+      scheme ? { 'www-authenticate': `${scheme} realm="${urls.issuer(ctx.config)}"` } : {},
     );
   }
 }

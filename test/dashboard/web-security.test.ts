@@ -1,0 +1,105 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+
+/**
+ * Web security of the pages behind an https AUTH_URL (a proxy terminates TLS; the test talks to the listening port):
+ * Secure `__Host-` cookies, CSRF, the sign-in rate limit, and the 401 challenge for client authentication.
+ */
+
+let server: TestServer;
+let origin: string;
+const PUBLIC = 'https://auth.example.test';
+
+beforeAll(async () => {
+  server = await startTestServer({
+    env: { AUTH_URL: PUBLIC, AGENCY_MCP_URL: 'http://127.0.0.1:4102', SIGNIN_LIMIT_PER_USERNAME: '2' },
+  });
+  origin = `http://127.0.0.1:${server.config.ports.auth}`;
+});
+afterAll(() => server.close());
+
+const cookiesOf = (res: Response) => res.headers.getSetCookie();
+
+describe(`web security (${ENGINE})`, () => {
+  it('cookies are __Host- prefixed, Secure, HttpOnly and SameSite=Lax on https', async () => {
+    const res = await fetch(`${origin}/sign-in`);
+    const [csrf] = cookiesOf(res);
+    expect(csrf).toMatch(
+      /^__Host-svc_csrf=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Lax; Max-Age=\d+; Secure$/,
+    );
+    const token = csrf!.split(';')[0]!.split('=')[1]!;
+    const signIn = await fetch(`${origin}/sign-in`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        cookie: `__Host-svc_csrf=${token}`,
+        origin: PUBLIC,
+      },
+      body: new URLSearchParams({ csrf: token, username: 'ada', password: 'ada-demo-password' }).toString(),
+    });
+    expect(signIn.status).toBe(303);
+    expect(cookiesOf(signIn).find((c) => c.startsWith('__Host-svc_session='))).toMatch(
+      /HttpOnly; SameSite=Lax; Max-Age=\d+; Secure$/,
+    );
+  });
+
+  it('a form post from another origin is refused even with a valid CSRF token', async () => {
+    const token = cookiesOf(await fetch(`${origin}/sign-in`))[0]!
+      .split(';')[0]!
+      .split('=')[1]!;
+    const res = await fetch(`${origin}/sign-in`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        cookie: `__Host-svc_csrf=${token}`,
+        origin: 'https://evil.example',
+      },
+      body: new URLSearchParams({ csrf: token, username: 'ada', password: 'ada-demo-password' }).toString(),
+    });
+    expect(res.status).toBe(403);
+  });
+
+  it('sign-in on the page is rate limited per username after failures (429 with Retry-After)', async () => {
+    const token = cookiesOf(await fetch(`${origin}/sign-in`))[0]!
+      .split(';')[0]!
+      .split('=')[1]!;
+    const attempt = (password: string) =>
+      fetch(`${origin}/sign-in`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `__Host-svc_csrf=${token}` },
+        body: new URLSearchParams({ csrf: token, username: 'grace', password }).toString(),
+      });
+    expect((await attempt('wrong-1')).status).toBe(401);
+    expect((await attempt('wrong-2')).status).toBe(401);
+    const limited = await attempt('grace-demo-password');
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(await limited.text()).toMatch(/Too many sign-in attempts/);
+  });
+
+  it('the issuer is the public https URL in metadata and iss', async () => {
+    const meta = (await (await fetch(`${origin}/.well-known/oauth-authorization-server`)).json()) as Record<
+      string,
+      string
+    >;
+    expect(meta['issuer']).toBe(PUBLIC);
+    expect(meta['token_endpoint']).toBe(`${PUBLIC}/oauth/token`);
+  });
+
+  it('client authentication with HTTP Basic → 401 invalid_client with a Basic challenge (RFC 6749 §5.2)', async () => {
+    const res = await fetch(`${origin}/oauth/token`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${Buffer.from('a:b').toString('base64')}`,
+      },
+      body: 'grant_type=authorization_code&code=x',
+    });
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toBe(`Basic realm="${PUBLIC}"`);
+    expect(res.headers.get('cache-control')).toBe('no-store');
+  });
+});
