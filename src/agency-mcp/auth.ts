@@ -88,6 +88,8 @@ export interface AgencyCall {
   dashboardToken?: string;
   /** The effective permissions now, fetched for tools/list only. */
   permissions?: ReadonlySet<string>;
+  /** For tools/call: the tool named in the request (the only one the per-request server needs to register). */
+  calledTool?: string;
   requestId: string;
 }
 

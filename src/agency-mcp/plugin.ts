@@ -21,6 +21,7 @@ import {
   toAgencyAuthInfo,
   unauthorized,
 } from './auth.js';
+import { agencyFastPath } from './fast-path.js';
 import { DashboardGateway, ExchangeRefused } from './gateway.js';
 import { agencyServerFactory } from './server.js';
 import { WRITE_TOOL_NAMES } from './tools.js';
@@ -58,6 +59,7 @@ export async function agencyMcpSurface(app: FastifyInstance, ctx: AppContext): P
       return toAgencyAuthInfo(token, principal, site().resourceUrl, request.id);
     },
     handler,
+    fastPath: agencyFastPath(gateway),
   });
 }
 
@@ -94,6 +96,7 @@ async function prepareCall(
   const { method, tool } = rpcOf(request.body);
   if (method !== 'tools/call' && method !== 'tools/list') return undefined;
   const call = auth.extra?.['agency'] as AgencyCall;
+  if (method === 'tools/call') call.calledTool = tool ?? '';
   // SPEC §5.4: a write tool with a read-only token is refused before anything runs, so the client steps up.
   if (
     method === 'tools/call' &&

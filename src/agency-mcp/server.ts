@@ -96,15 +96,29 @@ export function agencyServerFactory(gateway: DashboardGateway): McpServerFactory
       jsonSchemaValidator: sharedJsonSchemaValidator,
       cacheHints: { 'tools/list': PRIVATE_LIST_HINT, 'server/discover': PUBLIC_HINT },
     });
-    const permissions = (authInfo?.extra?.['agency'] as AgencyCall | undefined)?.permissions;
-    for (const tool of COMPILED) {
-      if (permissions && !permissions.has(tool.definition.permission)) continue;
+    for (const tool of toolsToRegister(authInfo?.extra?.['agency'] as AgencyCall | undefined)) {
       server.registerTool(tool.definition.name, tool.config, (args, call) =>
         runTool(gateway, tool.definition, args as Record<string, unknown>, call),
       );
     }
     return server;
   };
+}
+
+const BY_NAME = new Map(COMPILED.map((t) => [t.definition.name, t]));
+
+/**
+ * tools/list: the tools the effective permissions allow. tools/call: only the called tool (registering fifteen tools
+ * per request was a third of a call's CPU); an unknown name registers none and the SDK answers "not found". Anything
+ * else (initialize, server/discover): all, so the tools capability is declared.
+ */
+function toolsToRegister(call: AgencyCall | undefined): readonly CompiledTool[] {
+  if (call?.permissions) return COMPILED.filter((t) => call.permissions!.has(t.definition.permission));
+  if (call?.calledTool !== undefined) {
+    const one = BY_NAME.get(call.calledTool);
+    return one ? [one] : [];
+  }
+  return COMPILED;
 }
 
 async function runTool(
@@ -122,10 +136,7 @@ async function runTool(
     args,
     caller.requestId,
   );
-  if (res.status < 300) {
-    const object = res.body as Record<string, unknown>;
-    return { content: [{ type: 'text', text: summarize(object) }], structuredContent: object };
-  }
+  if (res.status < 300) return toolResult(res.body as Record<string, unknown>);
   const error = (res.body as ErrorBody).error;
   if (res.status === 401) gateway.forget(call.http?.authInfo?.token ?? '');
   return {
@@ -134,6 +145,11 @@ async function runTool(
       { type: 'text', text: `${error.message} (${error.code}${error.param ? `, ${error.param}` : ''})` },
     ],
   };
+}
+
+/** A tool's success: the object as structured content and a short text rendering of it. */
+export function toolResult(object: Record<string, unknown>) {
+  return { content: [{ type: 'text' as const, text: summarize(object) }], structuredContent: object };
 }
 
 /** A short text rendering beside the structured content (MCP tools: structured results SHOULD also be in text). */

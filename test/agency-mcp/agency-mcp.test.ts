@@ -367,3 +367,35 @@ describe('changes in the dashboard take effect on the next call (SPEC §5.5)', (
     expect(res.status).toBe(401);
   });
 });
+
+describe('the fast path answers canonical no-argument read calls as the SDK does', () => {
+  it.each(ERAS)(
+    'list_clients on %s: same result with no arguments (fast) and with limit 20 (SDK)',
+    async (wire) => {
+      const g = await grant(server);
+      const call = async (args: Record<string, unknown>) => {
+        const body = {
+          jsonrpc: '2.0',
+          id: 7,
+          method: 'tools/call',
+          params: { name: 'list_clients', arguments: args },
+        };
+        const res =
+          wire === '2026-07-28'
+            ? await modernRequest(
+                endpoint,
+                'tools/call',
+                { name: 'list_clients', arguments: args },
+                { token: g.token },
+              )
+            : await post(endpoint, body, { token: g.token, headers: { 'mcp-protocol-version': wire } });
+        expect(res.status).toBe(200);
+        return { type: res.headers.get('content-type'), message: await jsonRpcOf(res) };
+      };
+      const fast = await call({});
+      const sdk = await call({ limit: 20 });
+      expect(fast.type).toBe(sdk.type);
+      expect({ ...fast.message, id: 0 }).toEqual({ ...sdk.message, id: 0 });
+    },
+  );
+});
