@@ -26,7 +26,9 @@ beforeAll(async () => {
   }
   server = await startTestServer({ env: { AGENCY_MCP_URL } });
   callback = createServer((req, res) => {
-    received.push(new URL(req.url ?? '/', callbackUrl));
+    const url = new URL(req.url ?? '/', callbackUrl);
+    // Only the redirects: chromium also asks this origin for /favicon.ico once the page loads.
+    if (url.pathname === new URL(callbackUrl).pathname) received.push(url);
     res.writeHead(200, { 'content-type': 'text/plain' });
     res.end('You can close this window.');
   });
