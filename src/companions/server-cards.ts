@@ -1,8 +1,14 @@
+import { type ZodType, z } from 'zod';
+import { AGENCY_TOOLS } from '../agency-mcp/tools.js';
 import type { Config } from '../config/config.js';
 import { urls } from '../context.js';
+import { UserSchema } from '../domain/resources.js';
 import { protectedResourceMetadataUrl } from '../mcp/protected-resource.js';
 import { MCP_PROTOCOL_VERSIONS } from '../mcp/protocol-versions.js';
+import { NO_ARGUMENTS_JSON } from '../mcp/schema-validator.js';
 import { PACKAGE_IDENTITY } from '../mcp/server-identity.js';
+import { ME_RESOURCE, ME_URI } from '../mcp/user-resources.js';
+import { GET_ME } from '../mcp/user-tools.js';
 
 /**
  * MCP Server Cards (SEP-2127 draft): what a client needs to connect to each MCP server before connecting to it.
@@ -53,9 +59,59 @@ export function serverCard(config: Config, kind: McpServerKind): Record<string, 
       },
     ],
     capabilities: user ? { tools: {}, resources: {} } : { tools: {} },
+    ...(user ? userPrimitives() : agencyPrimitives()),
     _meta: {
       'io.modelcontextprotocol/oauth-protected-resource': protectedResourceMetadataUrl(resource),
       'svc/auth-guide': `${urls.api(config)}/auth.md`,
     },
+  };
+}
+
+/** A zod schema as the JSON Schema `tools/list` shows. */
+function jsonSchema(schema: ZodType): Record<string, unknown> {
+  const { $schema: _, ...json } = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'output' });
+  return json;
+}
+
+/** The user server's tool and resource, from the definitions it registers. */
+function userPrimitives() {
+  return {
+    tools: [
+      {
+        name: 'get_me',
+        title: GET_ME.title,
+        description: GET_ME.description,
+        inputSchema: NO_ARGUMENTS_JSON,
+        outputSchema: jsonSchema(UserSchema),
+        annotations: GET_ME.annotations,
+      },
+    ],
+    resources: [
+      {
+        uri: ME_URI,
+        name: 'me',
+        title: ME_RESOURCE.title,
+        description: ME_RESOURCE.description,
+        mimeType: ME_RESOURCE.mimeType,
+      },
+    ],
+  };
+}
+
+/** Every agency tool; a caller's `tools/list` shows the ones their grant and role allow (DESIGN §3). */
+function agencyPrimitives() {
+  return {
+    tools: AGENCY_TOOLS.map((t) => ({
+      name: t.name,
+      title: t.title,
+      description: t.description,
+      inputSchema: jsonSchema(t.inputSchema),
+      outputSchema: jsonSchema(t.outputSchema),
+      annotations: t.annotations,
+      _meta: {
+        'svc/permission': t.permission,
+        'svc/scope': t.write ? 'agency:mcp:write' : 'agency:mcp:read',
+      },
+    })),
   };
 }

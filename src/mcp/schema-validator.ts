@@ -23,7 +23,10 @@ export function precompiledSchema<T>(schema: z.ZodType<T>): StandardSchemaWithJS
 }
 
 /** Tools without arguments: an empty object, nothing else (MCP tools: `inputSchema` MUST be an object schema). */
+/** The input schema of a tool without arguments, as JSON Schema. */
+export const NO_ARGUMENTS_JSON = { type: 'object', properties: {}, additionalProperties: false } as const;
+
 export const NO_ARGUMENTS = fromJsonSchema<Record<string, never>>(
-  { type: 'object', properties: {}, additionalProperties: false },
+  { ...NO_ARGUMENTS_JSON, properties: {} },
   sharedJsonSchemaValidator,
 );

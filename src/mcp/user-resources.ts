@@ -11,7 +11,7 @@ import { API_VERSION_META_KEY, renderMe } from './user-me.js';
 
 export const ME_URI = 'user://me';
 
-const ME_RESOURCE = {
+export const ME_RESOURCE = {
   title: 'My profile',
   description: 'The signed-in user’s profile as JSON, the same object the get_me tool returns.',
   mimeType: 'application/json',

@@ -7,7 +7,7 @@ import { API_VERSION_META_KEY, type RenderedMe, renderMe } from './user-me.js';
 
 const USER_OUTPUT = precompiledSchema<User>(UserSchema);
 
-const GET_ME = {
+export const GET_ME = {
   title: 'Get my profile',
   description:
     'Returns the profile of the signed-in user this server acts for: id, username and avatar URL (null when none ' +
