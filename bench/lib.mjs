@@ -17,8 +17,11 @@ const hasTaskset = (() => {
 
 /** Spawns `node args...` pinned to core 0 and resolves once its output matches `ready` (group 1 = the URL(s)). */
 export async function spawnServer(args, { env = {}, ready, timeoutMs = 30_000 } = {}) {
+  // BENCH_CPU_PROF=<dir>: every server writes a V8 CPU profile there when it stops (open it in Chrome DevTools).
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const nodeArgs = [...profile, ...args];
   const cmd = hasTaskset ? 'taskset' : process.execPath;
-  const argv = hasTaskset ? ['-c', '0', process.execPath, ...args] : args;
+  const argv = hasTaskset ? ['-c', '0', process.execPath, ...nodeArgs] : nodeArgs;
   const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const match = await new Promise((resolve, reject) => {
