@@ -18,7 +18,9 @@ const hasTaskset = (() => {
 /** Spawns `node args...` pinned to core 0 and resolves once its output matches `ready` (group 1 = the URL(s)). */
 export async function spawnServer(args, { env = {}, ready, timeoutMs = 30_000 } = {}) {
   // BENCH_CPU_PROF=<dir>: every server writes a V8 CPU profile there when it stops (open it in Chrome DevTools).
-  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const profile = process.env.BENCH_CPU_PROF
+    ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
+    : [];
   const nodeArgs = [...profile, ...args];
   const cmd = hasTaskset ? 'taskset' : process.execPath;
   const argv = hasTaskset ? ['-c', '0', process.execPath, ...nodeArgs] : nodeArgs;
@@ -55,10 +57,20 @@ export async function spawnServer(args, { env = {}, ready, timeoutMs = 30_000 } 
 export async function startSvc({ only = 'api,auth', env = {} } = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-'));
   const server = await spawnServer(['bin/svc.js', 'start', '--only', only], {
-    env: { LOG_LEVEL: 'warn', API_PORT: '0', MCP_PORT: '0', AGENCY_MCP_PORT: '0', AUTH_PORT: '0', DATA_DIR: dataDir, ...env },
+    env: {
+      LOG_LEVEL: 'warn',
+      API_PORT: '0',
+      MCP_PORT: '0',
+      AGENCY_MCP_PORT: '0',
+      AUTH_PORT: '0',
+      DATA_DIR: dataDir,
+      ...env,
+    },
     ready: /demo users/,
   });
-  const urls = Object.fromEntries([...server.output().matchAll(/^\s+([a-z-]+)\s+(http:\/\/\S+)$/gm)].map((m) => [m[1], m[2]]));
+  const urls = Object.fromEntries(
+    [...server.output().matchAll(/^\s+([a-z-]+)\s+(http:\/\/\S+)$/gm)].map((m) => [m[1], m[2]]),
+  );
   return {
     urls,
     pid: server.pid,
@@ -100,7 +112,10 @@ export async function measure(name, { url, pid, connections = 50, seconds = 5, .
   const cpuAfter = pid && cpuSeconds(pid);
   const bad = r.non2xx + r.errors + r.timeouts;
   if (bad > 0) throw new Error(`${name}: ${bad} failed responses of ${r.requests.total}`);
-  const cpuUsPerReq = cpuBefore !== undefined && cpuAfter !== undefined ? ((cpuAfter - cpuBefore) * 1e6) / r.requests.total : undefined;
+  const cpuUsPerReq =
+    cpuBefore !== undefined && cpuAfter !== undefined
+      ? ((cpuAfter - cpuBefore) * 1e6) / r.requests.total
+      : undefined;
   return {
     name,
     reqPerSec: Math.round(r.requests.average),
@@ -115,11 +130,15 @@ export function printTable(title, rows, baselineName) {
   const base = rows.find((r) => r.name === baselineName);
   const col = (v, w) => String(v ?? '-').padStart(w);
   console.log(`\n${title}`);
-  console.log(`${'scenario'.padEnd(46)}${col('req/s', 9)}${col('p50 ms', 8)}${col('p99 ms', 8)}${col('÷ base', 8)}${col('CPU µs/req', 12)}${col('base ÷ CPU', 11)}`);
+  console.log(
+    `${'scenario'.padEnd(46)}${col('req/s', 9)}${col('p50 ms', 8)}${col('p99 ms', 8)}${col('÷ base', 8)}${col('CPU µs/req', 12)}${col('base ÷ CPU', 11)}`,
+  );
   for (const r of rows) {
     const ratio = base ? (r.reqPerSec / base.reqPerSec).toFixed(2) : '';
     const cpuRatio = base?.cpuUsPerReq && r.cpuUsPerReq ? (base.cpuUsPerReq / r.cpuUsPerReq).toFixed(2) : '';
-    console.log(`${r.name.padEnd(46)}${col(r.reqPerSec, 9)}${col(r.p50, 8)}${col(r.p99, 8)}${col(ratio, 8)}${col(r.cpuUsPerReq, 12)}${col(cpuRatio, 11)}`);
+    console.log(
+      `${r.name.padEnd(46)}${col(r.reqPerSec, 9)}${col(r.p50, 8)}${col(r.p99, 8)}${col(ratio, 8)}${col(r.cpuUsPerReq, 12)}${col(cpuRatio, 11)}`,
+    );
   }
 }
 

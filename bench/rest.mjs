@@ -5,7 +5,9 @@ export async function run({ seconds = 5 } = {}) {
   const bare = await spawnServer(['bench/bare-server.mjs'], { ready: /bare (http:\/\/\S+)/ });
   const rows = [];
   try {
-    rows.push(await measure('bare node:http JSON (baseline)', { url: bare.match[1], pid: bare.pid, seconds }));
+    rows.push(
+      await measure('bare node:http JSON (baseline)', { url: bare.match[1], pid: bare.pid, seconds }),
+    );
   } finally {
     await bare.stop();
   }
@@ -26,7 +28,8 @@ export async function run({ seconds = 5 } = {}) {
   }
   printTable('REST API, 50 connections', rows, 'bare node:http JSON (baseline)');
   const me = rows[2];
-  const cpu = rows[0].cpuUsPerReq && me.cpuUsPerReq ? (rows[0].cpuUsPerReq / me.cpuUsPerReq).toFixed(2) : 'n/a';
+  const cpu =
+    rows[0].cpuUsPerReq && me.cpuUsPerReq ? (rows[0].cpuUsPerReq / me.cpuUsPerReq).toFixed(2) : 'n/a';
   console.log(
     `ratio /me ÷ bare = ${(me.reqPerSec / rows[0].reqPerSec).toFixed(2)} by req/s, ${cpu} by CPU per request (target ≥ 0.6); /me p99 = ${me.p99} ms (target ≤ 5)`,
   );

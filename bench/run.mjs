@@ -3,7 +3,9 @@ import { existsSync } from 'node:fs';
 import { pinned } from './lib.mjs';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
-console.log(`node ${process.version}; servers ${pinned ? 'pinned to core 0, load on the rest' : 'unpinned (no taskset)'}; ${seconds} s per scenario`);
+console.log(
+  `node ${process.version}; servers ${pinned ? 'pinned to core 0, load on the rest' : 'unpinned (no taskset)'}; ${seconds} s per scenario`,
+);
 
 const suites = ['rest', 'mcp', 'agency-mcp', 'refresh'];
 for (const suite of suites) {

@@ -8,12 +8,7 @@ import type { SigningKeys } from './signing-keys.js';
 
 /** Why a token was refused; each maps to an RFC 6750 error and a REST error code at the edge. */
 export type TokenFailure =
-  | 'malformed'
-  | 'invalid'
-  | 'expired'
-  | 'not_yet_valid'
-  | 'revoked'
-  | 'wrong_audience';
+  'malformed' | 'invalid' | 'expired' | 'not_yet_valid' | 'revoked' | 'wrong_audience';
 
 export class TokenError extends Error {
   override name = 'TokenError';

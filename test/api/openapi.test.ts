@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ERROR_CATALOGUE } from '../../src/http/errors.js';
 import { startTestServer, type TestServer } from '../helpers/harness.js';
 
-// biome-ignore lint/suspicious/noExplicitAny: a parsed JSON document under inspection
+// A parsed JSON document under inspection.
 type Doc = Record<string, any>;
 
 let server: TestServer;

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 
-// biome-ignore lint/suspicious/noExplicitAny: migrations are frozen in time and must not follow the live schema type
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- migrations are frozen in time and must not follow the live schema type
 export async function up(db: Kysely<any>): Promise<void> {
   await db.schema
     .createTable('users')

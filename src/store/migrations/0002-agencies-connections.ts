@@ -4,7 +4,7 @@ import type { Kysely } from 'kysely';
  * Agencies, their members and data (DESIGN §3), and the authorization server's state: connections (the grant),
  * authorization codes, refresh tokens (hashes only) and the audit trail.
  */
-// biome-ignore lint/suspicious/noExplicitAny: migrations are frozen in time and must not follow the live schema type
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- migrations are frozen in time and must not follow the live schema type
 export async function up(db: Kysely<any>): Promise<void> {
   await db.schema
     .createTable('agencies')
