@@ -6,7 +6,7 @@ import { contentSecurityPolicy, sendPage } from '../dashboard/page-scope.js';
 import { checkCsrf, csrfToken, currentUser } from '../dashboard/web-session.js';
 import { activeMembership, findAgency, listMemberships } from '../domain/agencies.js';
 import { audit } from '../domain/audit.js';
-import { createPendingConnection } from '../domain/connections.js';
+import { createPendingConnection, pruneExpiredGrants } from '../domain/connections.js';
 import {
   isPermission,
   isWritePermission,
@@ -305,6 +305,7 @@ export async function authorizeRoutes(
       200,
       `Connect ${name}`,
       html`<p><strong>${name}</strong>${host ? html` <span class="muted">(${host})</span>` : ''} wants to act for you${m.agencyName ? html` in <strong>${m.agencyName}</strong>${m.role ? html` <span class="muted">(your role: ${m.role})</span>` : ''}` : ''}.</p>
+${req.client.kind === 'dcr' ? html`<p class="muted">This application registered itself; its name is not verified. Check the address you are sent back to.</p>` : ''}
 <p>After you decide, you go back to <strong>${redirectHost}</strong>.</p>
 ${loopback ? html`<p class="warning" role="note">This application receives the answer on your own computer (${redirectHost}). Continue only if you started this from an application running on this device.</p>` : ''}
 <h2>It asks to</h2>
@@ -403,6 +404,8 @@ ${m.writeRefusal ? html`<p class="muted">${m.writeRefusal}</p>` : ''}
         });
       });
       request.log.info({ client_id: req.client.clientId, user_id: user.userId }, 'authorization granted');
+      // Housekeeping on the (rare) consent path rather than a timer: expired codes and abandoned pending grants.
+      await pruneExpiredGrants(ctx.db, ctx.clock);
       // RFC 6749 §4.1.2 and RFC 9207 §2: code, state and iss.
       return redirect(reply, 303, withParams(req.redirectUri, { code, state: req.state, iss: issuer() }));
     });

@@ -193,3 +193,18 @@ export async function endMemberConnections(
   }
   return ended;
 }
+
+/**
+ * Deletes what can no longer be used: authorization codes past their life, and pending connections whose code
+ * expired unexchanged (kept an hour for diagnosis). Rotated refresh tokens stay while their connection lives, since
+ * reuse detection needs them.
+ */
+export async function pruneExpiredGrants(db: Db, clock: Clock): Promise<void> {
+  const cutoff = clock.now() - 3600_000;
+  await db.deleteFrom('authorization_codes').where('expires_at', '<', cutoff).execute();
+  await db
+    .deleteFrom('connections')
+    .where('status', '=', 'pending')
+    .where('expires_at', '<', cutoff)
+    .execute();
+}

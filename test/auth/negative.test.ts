@@ -650,3 +650,61 @@ describe(`sign-in page (${ENGINE})`, () => {
     expect(cookie).toMatch(/SameSite=Lax/);
   });
 });
+
+describe(`refresh reuse grace window (REFRESH_REUSE_GRACE_SECONDS=10) (${ENGINE})`, () => {
+  let grace: TestServer;
+  let graceClient: string;
+  beforeAll(async () => {
+    grace = await startTestServer({ env: { AGENCY_MCP_URL, REFRESH_REUSE_GRACE_SECONDS: '10' } });
+    graceClient = (await register(grace, { redirect_uris: [REDIRECT] })).body['client_id'] as string;
+  });
+  afterAll(() => grace.close());
+  const refresh = (rt: string) =>
+    token(grace, { grant_type: 'refresh_token', refresh_token: rt, client_id: graceClient });
+
+  it('the immediately previous token within the window gets the same successor', async () => {
+    const { tokens } = await connect(grace, { clientId: graceClient, redirectUri: REDIRECT });
+    const a = await refresh(tokens['refresh_token']!);
+    grace.clock.advance(5_000);
+    const again = await refresh(tokens['refresh_token']!);
+    expect(again.res.status).toBe(200);
+    expect(again.body['refresh_token']).toBe(a.body['refresh_token']);
+    expect((await connectionStatus(grace, a.body['access_token']!)).status).toBe('active');
+  });
+  it('after the window, reuse revokes the connection', async () => {
+    const { tokens } = await connect(grace, { clientId: graceClient, redirectUri: REDIRECT });
+    const a = await refresh(tokens['refresh_token']!);
+    grace.clock.advance(11_000);
+    expect((await refresh(tokens['refresh_token']!)).body['error']).toBe('invalid_grant');
+    expect((await connectionStatus(grace, a.body['access_token']!)).revoke_reason).toBe('refresh_reuse');
+  });
+  it('a token two rotations back is not covered by the window', async () => {
+    const { tokens } = await connect(grace, { clientId: graceClient, redirectUri: REDIRECT });
+    const a = await refresh(tokens['refresh_token']!);
+    const b = await refresh(a.body['refresh_token']!);
+    expect((await refresh(tokens['refresh_token']!)).body['error']).toBe('invalid_grant');
+    expect((await connectionStatus(grace, b.body['access_token']!)).revoke_reason).toBe('refresh_reuse');
+  });
+});
+
+describe(`housekeeping (${ENGINE})`, () => {
+  it('expired codes and abandoned pending connections are pruned on a later consent', async () => {
+    const db = server.services.ctx.db;
+    await authorize(server, ada, opts(), pkce().challenge); // a code never exchanged
+    server.clock.advance(2 * 3600_000);
+    await connect(server, { clientId, redirectUri: REDIRECT, browser: ada });
+    const old = await db
+      .selectFrom('authorization_codes')
+      .select('hash')
+      .where('expires_at', '<', server.clock.now() - 3600_000)
+      .execute();
+    expect(old).toHaveLength(0);
+    const pending = await db
+      .selectFrom('connections')
+      .select('id')
+      .where('status', '=', 'pending')
+      .where('expires_at', '<', server.clock.now() - 3600_000)
+      .execute();
+    expect(pending).toHaveLength(0);
+  });
+});
