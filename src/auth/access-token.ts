@@ -50,9 +50,14 @@ export async function mintConnectionAccessToken(
   });
   const input = `${header}.${payload}`;
   // RFC 7518 §3.3 (RS256: RSASSA-PKCS1-v1_5 with SHA-256) and §3.4 (ES256: R || S, not DER).
-  const signature = sign('sha256', Buffer.from(input), {
-    key: keyObject,
-    ...(key.alg === 'ES256' ? { dsaEncoding: 'ieee-p1363' as const } : {}),
-  });
+  // The callback form signs on libuv's thread pool: the event loop keeps serving while other cores sign.
+  const signature = await new Promise<Buffer>((resolve, reject) =>
+    sign(
+      'sha256',
+      Buffer.from(input),
+      { key: keyObject, ...(key.alg === 'ES256' ? { dsaEncoding: 'ieee-p1363' as const } : {}) },
+      (err, sig) => (err ? reject(err) : resolve(sig)),
+    ),
+  );
   return `${input}.${signature.toString('base64url')}`;
 }
