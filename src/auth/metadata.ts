@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
 import { PKCE_METHODS } from './pkce.js';
@@ -29,7 +29,7 @@ export function authorizationServerMetadata(ctx: AppContext): Record<string, unk
 }
 
 export async function metadataRoutes(app: FastifyInstance, ctx: AppContext): Promise<void> {
-  const send = async (_r: unknown, reply: import('fastify').FastifyReply) =>
+  const send = async (_r: unknown, reply: FastifyReply) =>
     reply
       .header('cache-control', 'public, max-age=300')
       .header('access-control-allow-origin', '*')

@@ -64,18 +64,22 @@ export async function dashboardRoutes(
       200,
       `${current.agency.name}`,
       html`${typeof notice === 'string' && NOTICES[notice] ? html`<p class="warning" role="status">${NOTICES[notice]}</p>` : ''}
-${
-  memberships.length > 1
-    ? html`<form method="get" action="/dashboard"><label for="agency">Agency</label>
-<select id="agency" name="agency">${memberships.map((m) => html`<option value="${m.agency.id}"${m.agency.id === current.agency.id ? html` selected` : ''}>${m.agency.name}</option>`)}</select>
-<button type="submit">Show</button></form>`
-    : ''
-}
-<p class="muted">Your role: ${current.member.role}. Plan: ${current.agency.plan}.</p>
-${await connectedApps(current, csrf)}
-${roleAllows(current.member.role, 'members:manage') ? await membersSection(current, csrf) : ''}
-${roleAllows(current.member.role, 'settings:manage') ? settingsSection(current, csrf) : ''}
-${await auditSection(current)}`,
+        ${
+          memberships.length > 1
+            ? html`<form method="get" action="/dashboard">
+                <label for="agency">Agency</label>
+                <select id="agency" name="agency">
+                  ${memberships.map((m) => html`<option value="${m.agency.id}" ${m.agency.id === current.agency.id ? html` selected` : ''}>${m.agency.name}</option>`)}
+                </select>
+                <button type="submit">Show</button>
+              </form>`
+            : ''
+        }
+        <p class="muted">Your role: ${current.member.role}. Plan: ${current.agency.plan}.</p>
+        ${await connectedApps(current, csrf)}
+        ${roleAllows(current.member.role, 'members:manage') ? await membersSection(current, csrf) : ''}
+        ${roleAllows(current.member.role, 'settings:manage') ? settingsSection(current, csrf) : ''}
+        ${await auditSection(current)}`,
       nav,
     );
   });
@@ -92,23 +96,40 @@ ${await auditSection(current)}`,
           host = undefined;
         }
         return html`<tr>
-  <td>${name}${host ? html`<br><span class="muted">${host}</span>` : ''}</td>
-  <td>${parseList(c.scopes).map((s) => html`<code>${s}</code> `)}</td>
-  <td>${parseList(c.ceiling).map((s) => html`<code>${s}</code> `)}</td>
-  <td>${fmt(c.created_at)}</td>
-  <td>${fmt(c.last_used_at)}</td>
-  <td><form method="post" action="/dashboard/connections/${c.id}/disconnect">
-    <input type="hidden" name="csrf" value="${csrf}">
-    <button type="submit" aria-label="Disconnect ${name}">Disconnect</button></form></td>
-</tr>`;
+          <td>${name}${host ? html`<br /><span class="muted">${host}</span>` : ''}</td>
+          <td>${parseList(c.scopes).map((s) => html`<code>${s}</code> `)}</td>
+          <td>${parseList(c.ceiling).map((s) => html`<code>${s}</code> `)}</td>
+          <td>${fmt(c.created_at)}</td>
+          <td>${fmt(c.last_used_at)}</td>
+          <td>
+            <form method="post" action="/dashboard/connections/${c.id}/disconnect">
+              <input type="hidden" name="csrf" value="${csrf}" />
+              <button type="submit" aria-label="Disconnect ${name}">Disconnect</button>
+            </form>
+          </td>
+        </tr>`;
       }),
     );
     return html`<h2 id="connected-apps">Settings → Connected apps</h2>
-${
-  rows.length
-    ? html`<table><thead><tr><th>Application</th><th>Scopes</th><th>Permissions allowed</th><th>Connected</th><th>Last used</th><th><span class="muted">Action</span></th></tr></thead><tbody>${rows}</tbody></table>`
-    : html`<p class="muted">No applications are connected to ${m.agency.name} for you.</p>`
-}`;
+      ${
+        rows.length
+          ? html`<table>
+              <thead>
+                <tr>
+                  <th>Application</th>
+                  <th>Scopes</th>
+                  <th>Permissions allowed</th>
+                  <th>Connected</th>
+                  <th>Last used</th>
+                  <th><span class="muted">Action</span></th>
+                </tr>
+              </thead>
+              <tbody>
+                ${rows}
+              </tbody>
+            </table>`
+          : html`<p class="muted">No applications are connected to ${m.agency.name} for you.</p>`
+      }`;
   }
 
   async function clientFor(clientId: string) {
@@ -133,31 +154,65 @@ ${
   async function membersSection(m: MembershipView, csrf: string) {
     const members = await listAgencyMembers(ctx.db, m.agency.id);
     return html`<h2 id="members">Members</h2>
-<table><thead><tr><th>Member</th><th>Role</th><th><span class="muted">Remove</span></th></tr></thead><tbody>
-${members.map((x) =>
-  x.id === m.member.id
-    ? html`<tr><td>${x.username} <span class="muted">(you)</span></td><td>${x.role}</td><td></td></tr>`
-    : html`<tr><td>${x.username}</td>
-<td><form method="post" action="/dashboard/members/${x.id}/role">
-  <input type="hidden" name="csrf" value="${csrf}">
-  <label for="role-${x.id}" class="inline">Role of ${x.username}</label>
-  <select id="role-${x.id}" name="role">${ROLES.map((r) => html`<option value="${r}"${r === x.role ? html` selected` : ''}>${r}</option>`)}</select>
-  <button type="submit">Change role</button></form></td>
-<td><form method="post" action="/dashboard/members/${x.id}/remove">
-  <input type="hidden" name="csrf" value="${csrf}">
-  <button type="submit" aria-label="Remove ${x.username}">Remove</button></form></td></tr>`,
-)}
-</tbody></table>
-<p class="muted">Changing a role narrows that member's connected apps to what the new role allows. Removing a member ends all their connections.</p>`;
+      <table>
+        <thead>
+          <tr>
+            <th>Member</th>
+            <th>Role</th>
+            <th><span class="muted">Remove</span></th>
+          </tr>
+        </thead>
+        <tbody>
+          ${members.map((x) =>
+            x.id === m.member.id
+              ? html`<tr>
+                  <td>${x.username} <span class="muted">(you)</span></td>
+                  <td>${x.role}</td>
+                  <td></td>
+                </tr>`
+              : html`<tr>
+                  <td>${x.username}</td>
+                  <td>
+                    <form method="post" action="/dashboard/members/${x.id}/role">
+                      <input type="hidden" name="csrf" value="${csrf}" />
+                      <label for="role-${x.id}" class="inline">Role of ${x.username}</label>
+                      <select id="role-${x.id}" name="role">
+                        ${ROLES.map((r) => html`<option value="${r}" ${r === x.role ? html` selected` : ''}>${r}</option>`)}
+                      </select>
+                      <button type="submit">Change role</button>
+                    </form>
+                  </td>
+                  <td>
+                    <form method="post" action="/dashboard/members/${x.id}/remove">
+                      <input type="hidden" name="csrf" value="${csrf}" />
+                      <button type="submit" aria-label="Remove ${x.username}">Remove</button>
+                    </form>
+                  </td>
+                </tr>`,
+          )}
+        </tbody>
+      </table>
+      <p class="muted">
+        Changing a role narrows that member's connected apps to what the new role allows. Removing a member
+        ends all their connections.
+      </p>`;
   }
 
   function settingsSection(m: MembershipView, csrf: string) {
     return html`<h2 id="settings">Settings</h2>
-<form method="post" action="/dashboard/agencies/${m.agency.id}/settings">
-  <input type="hidden" name="csrf" value="${csrf}">
-  <label><input type="checkbox" name="agent_write_enabled" value="on"${m.agency.agent_write_enabled ? html` checked` : ''}> Allow agent write (connected apps may make changes within each member's permissions)</label>
-  <div class="actions"><button type="submit">Save settings</button></div>
-</form>`;
+      <form method="post" action="/dashboard/agencies/${m.agency.id}/settings">
+        <input type="hidden" name="csrf" value="${csrf}" />
+        <label
+          ><input
+            type="checkbox"
+            name="agent_write_enabled"
+            value="on"
+            ${m.agency.agent_write_enabled ? html` checked` : ''}
+          />
+          Allow agent write (connected apps may make changes within each member's permissions)</label
+        >
+        <div class="actions"><button type="submit">Save settings</button></div>
+      </form>`;
   }
 
   async function auditSection(m: MembershipView) {
@@ -168,7 +223,29 @@ ${members.map((x) =>
       limit: 30,
     });
     return html`<h2 id="audit">Audit events</h2>
-${events.length ? html`<table><thead><tr><th>When</th><th>Event</th><th>Details</th></tr></thead><tbody>${events.map((e) => html`<tr><td>${fmt(e.created_at)}</td><td>${e.type}</td><td>${describe(e)}</td></tr>`)}</tbody></table>` : html`<p class="muted">No events yet.</p>`}`;
+      ${
+        events.length
+          ? html`<table>
+              <thead>
+                <tr>
+                  <th>When</th>
+                  <th>Event</th>
+                  <th>Details</th>
+                </tr>
+              </thead>
+              <tbody>
+                ${events.map(
+                  (e) =>
+                    html`<tr>
+                      <td>${fmt(e.created_at)}</td>
+                      <td>${e.type}</td>
+                      <td>${describe(e)}</td>
+                    </tr>`,
+                )}
+              </tbody>
+            </table>`
+          : html`<p class="muted">No events yet.</p>`
+      }`;
   }
 
   const describe = (e: AuditRow) => {

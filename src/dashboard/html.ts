@@ -43,9 +43,13 @@ export function layout(o: {
 }): string {
   const nav =
     o.signedInAs && o.csrf
-      ? html`<nav aria-label="Account"><a href="/dashboard">Dashboard</a>
-  <span>Signed in as <strong>${o.signedInAs}</strong></span>
-  <form method="post" action="/sign-out" class="inline"><input type="hidden" name="csrf" value="${o.csrf}"><button type="submit">Sign out</button></form></nav>`
+      ? html`<nav aria-label="Account">
+          <a href="/dashboard">Dashboard</a>
+          <span>Signed in as <strong>${o.signedInAs}</strong></span>
+          <form method="post" action="/sign-out" class="inline">
+            <input type="hidden" name="csrf" value="${o.csrf}" /><button type="submit">Sign out</button>
+          </form>
+        </nav>`
       : '';
   return `<!doctype html>
 <html lang="en">
