@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
-import { html, PageError } from '../dashboard/html.js';
+import { markup, PageError } from '../dashboard/html.js';
 import { contentSecurityPolicy, sendPage } from '../dashboard/page-scope.js';
 import { checkCsrf, csrfToken, currentUser } from '../dashboard/web-session.js';
 import { activeMembership, findAgency, listMemberships } from '../domain/agencies.js';
@@ -191,28 +191,17 @@ export async function authorizeRoutes(
         reply,
         200,
         'Choose an agency',
-        html`<p>
-            ${req.client.name ?? req.client.clientId} wants to connect to one of your agencies. Which one?
-          </p>
-          <form method="get" action="/oauth2/auth/consent">
-            <input type="hidden" name="request" value="${req.query}" />
-            <fieldset>
-              <legend>Agency</legend>
-              ${memberships.map(
-                (m, i) =>
-                  html`<label
-                    ><input
-                      type="radio"
-                      name="agency_id"
-                      value="${m.agency.id}"
-                      ${i === 0 ? html` checked` : ''}
-                    />
-                    ${m.agency.name} <span class="muted">(your role: ${m.member.role})</span></label
-                  >`,
-              )}
-            </fieldset>
-            <div class="actions"><button type="submit" class="primary">Continue</button></div>
-          </form>`,
+        markup`<p>${req.client.name ?? req.client.clientId} wants to connect to one of your agencies. Which one?</p>
+<form method="get" action="/oauth2/auth/consent">
+  <input type="hidden" name="request" value="${req.query}">
+  <fieldset><legend>Agency</legend>
+  ${memberships.map(
+    (m, i) =>
+      markup`<label><input type="radio" name="agency_id" value="${m.agency.id}"${i === 0 ? markup` checked` : ''}> ${m.agency.name} <span class="muted">(your role: ${m.member.role})</span></label>`,
+  )}
+  </fieldset>
+  <div class="actions"><button type="submit" class="primary">Continue</button></div>
+</form>`,
         { signedInAs: username, csrf },
       );
     }),
@@ -315,41 +304,32 @@ export async function authorizeRoutes(
       reply,
       200,
       `Connect ${name}`,
-      html`<p>
-          <strong>${name}</strong>${host ? html` <span class="muted">(${host})</span>` : ''} wants to act for
-          you${m.agencyName ? html` in <strong>${m.agencyName}</strong>${m.role ? html` <span class="muted">(your role: ${m.role})</span>` : ''}` : ''}.
-        </p>
-        ${req.client.kind === 'dcr' ? html`<p class="muted">This application registered itself; its name is not verified. Check the address you are sent back to.</p>` : ''}
-        <p>After you decide, you go back to <strong>${redirectHost}</strong>.</p>
-        ${loopback ? html`<p class="warning" role="note">This application receives the answer on your own computer (${redirectHost}). Continue only if you started this from an application running on this device.</p>` : ''}
-        <h2>It asks to</h2>
-        <ul class="scopes">
-          ${shownScopes.map((s) => html`<li>${SCOPE_LABELS[s] ?? s} <code class="muted">${s}</code></li>`)}
-        </ul>
-        ${m.writeRefusal ? html`<p class="muted">${m.writeRefusal}</p>` : ''}
-        <form method="post" action="/oauth2/auth/consent">
-          <input type="hidden" name="csrf" value="${csrf}" />
-          <input type="hidden" name="request" value="${req.query}" />
-          ${agencyId ? html`<input type="hidden" name="agency_id" value="${agencyId}" />` : ''}
-          ${
-            m.offered.length
-              ? html`<fieldset>
-                  <legend>What the application may use of your permissions</legend>
-                  ${m.offered.map(
-                    (perm) =>
-                      html`<label
-                        ><input type="checkbox" name="ceiling" value="${perm}" checked />
-                        ${PERMISSION_LABELS[perm]} <code class="muted">${perm}</code></label
-                      >`,
-                  )}
-                </fieldset>`
-              : ''
-          }
-          <div class="actions">
-            <button type="submit" name="decision" value="allow" class="primary">Allow</button>
-            <button type="submit" name="decision" value="deny">Deny</button>
-          </div>
-        </form>`,
+      markup`<p><strong>${name}</strong>${host ? markup` <span class="muted">(${host})</span>` : ''} wants to act for you${m.agencyName ? markup` in <strong>${m.agencyName}</strong>${m.role ? markup` <span class="muted">(your role: ${m.role})</span>` : ''}` : ''}.</p>
+${req.client.kind === 'dcr' ? markup`<p class="muted">This application registered itself; its name is not verified. Check the address you are sent back to.</p>` : ''}
+<p>After you decide, you go back to <strong>${redirectHost}</strong>.</p>
+${loopback ? markup`<p class="warning" role="note">This application receives the answer on your own computer (${redirectHost}). Continue only if you started this from an application running on this device.</p>` : ''}
+<h2>It asks to</h2>
+<ul class="scopes">${shownScopes.map((s) => markup`<li>${SCOPE_LABELS[s] ?? s} <code class="muted">${s}</code></li>`)}</ul>
+${m.writeRefusal ? markup`<p class="muted">${m.writeRefusal}</p>` : ''}
+<form method="post" action="/oauth2/auth/consent">
+  <input type="hidden" name="csrf" value="${csrf}">
+  <input type="hidden" name="request" value="${req.query}">
+  ${agencyId ? markup`<input type="hidden" name="agency_id" value="${agencyId}">` : ''}
+  ${
+    m.offered.length
+      ? markup`<fieldset><legend>What the application may use of your permissions</legend>
+  ${m.offered.map(
+    (perm) =>
+      markup`<label><input type="checkbox" name="ceiling" value="${perm}" checked> ${PERMISSION_LABELS[perm]} <code class="muted">${perm}</code></label>`,
+  )}
+  </fieldset>`
+      : ''
+  }
+  <div class="actions">
+    <button type="submit" name="decision" value="allow" class="primary">Allow</button>
+    <button type="submit" name="decision" value="deny">Deny</button>
+  </div>
+</form>`,
       { signedInAs: username, csrf },
     );
   }

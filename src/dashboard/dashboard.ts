@@ -15,7 +15,7 @@ import { toRfc3339 } from '../domain/clock.js';
 import { findConnection, listMemberConnections, revokeConnection } from '../domain/connections.js';
 import { isRole, parseList, ROLES, roleAllows } from '../domain/permissions.js';
 import { findUserById } from '../domain/users.js';
-import { html, PageError } from './html.js';
+import { markup, PageError } from './html.js';
 import { sendPage } from './page-scope.js';
 import { checkCsrf, csrfToken, currentUser, type WebUser } from './web-session.js';
 
@@ -57,29 +57,25 @@ export async function dashboardRoutes(
     const nav = { signedInAs: username, csrf };
     const notice = (request.query as Record<string, unknown>)['done'];
     if (!current) {
-      return sendPage(reply, 200, 'Dashboard', html`<p>You are not a member of any agency yet.</p>`, nav);
+      return sendPage(reply, 200, 'Dashboard', markup`<p>You are not a member of any agency yet.</p>`, nav);
     }
     return sendPage(
       reply,
       200,
       `${current.agency.name}`,
-      html`${typeof notice === 'string' && NOTICES[notice] ? html`<p class="warning" role="status">${NOTICES[notice]}</p>` : ''}
-        ${
-          memberships.length > 1
-            ? html`<form method="get" action="/dashboard">
-                <label for="agency">Agency</label>
-                <select id="agency" name="agency">
-                  ${memberships.map((m) => html`<option value="${m.agency.id}" ${m.agency.id === current.agency.id ? html` selected` : ''}>${m.agency.name}</option>`)}
-                </select>
-                <button type="submit">Show</button>
-              </form>`
-            : ''
-        }
-        <p class="muted">Your role: ${current.member.role}. Plan: ${current.agency.plan}.</p>
-        ${await connectedApps(current, csrf)}
-        ${roleAllows(current.member.role, 'members:manage') ? await membersSection(current, csrf) : ''}
-        ${roleAllows(current.member.role, 'settings:manage') ? settingsSection(current, csrf) : ''}
-        ${await auditSection(current)}`,
+      markup`${typeof notice === 'string' && NOTICES[notice] ? markup`<p class="warning" role="status">${NOTICES[notice]}</p>` : ''}
+${
+  memberships.length > 1
+    ? markup`<form method="get" action="/dashboard"><label for="agency">Agency</label>
+<select id="agency" name="agency">${memberships.map((m) => markup`<option value="${m.agency.id}"${m.agency.id === current.agency.id ? markup` selected` : ''}>${m.agency.name}</option>`)}</select>
+<button type="submit">Show</button></form>`
+    : ''
+}
+<p class="muted">Your role: ${current.member.role}. Plan: ${current.agency.plan}.</p>
+${await connectedApps(current, csrf)}
+${roleAllows(current.member.role, 'members:manage') ? await membersSection(current, csrf) : ''}
+${roleAllows(current.member.role, 'settings:manage') ? settingsSection(current, csrf) : ''}
+${await auditSection(current)}`,
       nav,
     );
   });
@@ -95,41 +91,24 @@ export async function dashboardRoutes(
         } catch {
           host = undefined;
         }
-        return html`<tr>
-          <td>${name}${host ? html`<br /><span class="muted">${host}</span>` : ''}</td>
-          <td>${parseList(c.scopes).map((s) => html`<code>${s}</code> `)}</td>
-          <td>${parseList(c.ceiling).map((s) => html`<code>${s}</code> `)}</td>
-          <td>${fmt(c.created_at)}</td>
-          <td>${fmt(c.last_used_at)}</td>
-          <td>
-            <form method="post" action="/dashboard/connections/${c.id}/disconnect">
-              <input type="hidden" name="csrf" value="${csrf}" />
-              <button type="submit" aria-label="Disconnect ${name}">Disconnect</button>
-            </form>
-          </td>
-        </tr>`;
+        return markup`<tr>
+  <td>${name}${host ? markup`<br><span class="muted">${host}</span>` : ''}</td>
+  <td>${parseList(c.scopes).map((s) => markup`<code>${s}</code> `)}</td>
+  <td>${parseList(c.ceiling).map((s) => markup`<code>${s}</code> `)}</td>
+  <td>${fmt(c.created_at)}</td>
+  <td>${fmt(c.last_used_at)}</td>
+  <td><form method="post" action="/dashboard/connections/${c.id}/disconnect">
+    <input type="hidden" name="csrf" value="${csrf}">
+    <button type="submit" aria-label="Disconnect ${name}">Disconnect</button></form></td>
+</tr>`;
       }),
     );
-    return html`<h2 id="connected-apps">Settings → Connected apps</h2>
-      ${
-        rows.length
-          ? html`<table>
-              <thead>
-                <tr>
-                  <th>Application</th>
-                  <th>Scopes</th>
-                  <th>Permissions allowed</th>
-                  <th>Connected</th>
-                  <th>Last used</th>
-                  <th><span class="muted">Action</span></th>
-                </tr>
-              </thead>
-              <tbody>
-                ${rows}
-              </tbody>
-            </table>`
-          : html`<p class="muted">No applications are connected to ${m.agency.name} for you.</p>`
-      }`;
+    return markup`<h2 id="connected-apps">Settings → Connected apps</h2>
+${
+  rows.length
+    ? markup`<table><thead><tr><th>Application</th><th>Scopes</th><th>Permissions allowed</th><th>Connected</th><th>Last used</th><th><span class="muted">Action</span></th></tr></thead><tbody>${rows}</tbody></table>`
+    : markup`<p class="muted">No applications are connected to ${m.agency.name} for you.</p>`
+}`;
   }
 
   async function clientFor(clientId: string) {
@@ -153,66 +132,32 @@ export async function dashboardRoutes(
 
   async function membersSection(m: MembershipView, csrf: string) {
     const members = await listAgencyMembers(ctx.db, m.agency.id);
-    return html`<h2 id="members">Members</h2>
-      <table>
-        <thead>
-          <tr>
-            <th>Member</th>
-            <th>Role</th>
-            <th><span class="muted">Remove</span></th>
-          </tr>
-        </thead>
-        <tbody>
-          ${members.map((x) =>
-            x.id === m.member.id
-              ? html`<tr>
-                  <td>${x.username} <span class="muted">(you)</span></td>
-                  <td>${x.role}</td>
-                  <td></td>
-                </tr>`
-              : html`<tr>
-                  <td>${x.username}</td>
-                  <td>
-                    <form method="post" action="/dashboard/members/${x.id}/role">
-                      <input type="hidden" name="csrf" value="${csrf}" />
-                      <label for="role-${x.id}" class="inline">Role of ${x.username}</label>
-                      <select id="role-${x.id}" name="role">
-                        ${ROLES.map((r) => html`<option value="${r}" ${r === x.role ? html` selected` : ''}>${r}</option>`)}
-                      </select>
-                      <button type="submit">Change role</button>
-                    </form>
-                  </td>
-                  <td>
-                    <form method="post" action="/dashboard/members/${x.id}/remove">
-                      <input type="hidden" name="csrf" value="${csrf}" />
-                      <button type="submit" aria-label="Remove ${x.username}">Remove</button>
-                    </form>
-                  </td>
-                </tr>`,
-          )}
-        </tbody>
-      </table>
-      <p class="muted">
-        Changing a role narrows that member's connected apps to what the new role allows. Removing a member
-        ends all their connections.
-      </p>`;
+    return markup`<h2 id="members">Members</h2>
+<table><thead><tr><th>Member</th><th>Role</th><th><span class="muted">Remove</span></th></tr></thead><tbody>
+${members.map((x) =>
+  x.id === m.member.id
+    ? markup`<tr><td>${x.username} <span class="muted">(you)</span></td><td>${x.role}</td><td></td></tr>`
+    : markup`<tr><td>${x.username}</td>
+<td><form method="post" action="/dashboard/members/${x.id}/role">
+  <input type="hidden" name="csrf" value="${csrf}">
+  <label for="role-${x.id}" class="inline">Role of ${x.username}</label>
+  <select id="role-${x.id}" name="role">${ROLES.map((r) => markup`<option value="${r}"${r === x.role ? markup` selected` : ''}>${r}</option>`)}</select>
+  <button type="submit">Change role</button></form></td>
+<td><form method="post" action="/dashboard/members/${x.id}/remove">
+  <input type="hidden" name="csrf" value="${csrf}">
+  <button type="submit" aria-label="Remove ${x.username}">Remove</button></form></td></tr>`,
+)}
+</tbody></table>
+<p class="muted">Changing a role narrows that member's connected apps to what the new role allows. Removing a member ends all their connections.</p>`;
   }
 
   function settingsSection(m: MembershipView, csrf: string) {
-    return html`<h2 id="settings">Settings</h2>
-      <form method="post" action="/dashboard/agencies/${m.agency.id}/settings">
-        <input type="hidden" name="csrf" value="${csrf}" />
-        <label
-          ><input
-            type="checkbox"
-            name="agent_write_enabled"
-            value="on"
-            ${m.agency.agent_write_enabled ? html` checked` : ''}
-          />
-          Allow agent write (connected apps may make changes within each member's permissions)</label
-        >
-        <div class="actions"><button type="submit">Save settings</button></div>
-      </form>`;
+    return markup`<h2 id="settings">Settings</h2>
+<form method="post" action="/dashboard/agencies/${m.agency.id}/settings">
+  <input type="hidden" name="csrf" value="${csrf}">
+  <label><input type="checkbox" name="agent_write_enabled" value="on"${m.agency.agent_write_enabled ? markup` checked` : ''}> Allow agent write (connected apps may make changes within each member's permissions)</label>
+  <div class="actions"><button type="submit">Save settings</button></div>
+</form>`;
   }
 
   async function auditSection(m: MembershipView) {
@@ -222,30 +167,8 @@ export async function dashboardRoutes(
       ...(manager ? {} : { memberId: m.member.id }),
       limit: 30,
     });
-    return html`<h2 id="audit">Audit events</h2>
-      ${
-        events.length
-          ? html`<table>
-              <thead>
-                <tr>
-                  <th>When</th>
-                  <th>Event</th>
-                  <th>Details</th>
-                </tr>
-              </thead>
-              <tbody>
-                ${events.map(
-                  (e) =>
-                    html`<tr>
-                      <td>${fmt(e.created_at)}</td>
-                      <td>${e.type}</td>
-                      <td>${describe(e)}</td>
-                    </tr>`,
-                )}
-              </tbody>
-            </table>`
-          : html`<p class="muted">No events yet.</p>`
-      }`;
+    return markup`<h2 id="audit">Audit events</h2>
+${events.length ? markup`<table><thead><tr><th>When</th><th>Event</th><th>Details</th></tr></thead><tbody>${events.map((e) => markup`<tr><td>${fmt(e.created_at)}</td><td>${e.type}</td><td>${describe(e)}</td></tr>`)}</tbody></table>` : markup`<p class="muted">No events yet.</p>`}`;
   }
 
   const describe = (e: AuditRow) => {

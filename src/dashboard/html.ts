@@ -10,7 +10,7 @@ const ESCAPES: Record<string, string> = {
 
 export const esc = (v: unknown): string => String(v ?? '').replace(/[&<>"']/g, (c) => ESCAPES[c]!);
 
-/** A tagged template whose interpolations are escaped unless they are `Html` already. */
+/** A tagged template whose interpolations are escaped unless they are `Html` already (not named `html`, so formatters leave the markup as written). */
 export class Html {
   constructor(readonly value: string) {}
   toString(): string {
@@ -18,7 +18,7 @@ export class Html {
   }
 }
 
-export function html(strings: TemplateStringsArray, ...values: unknown[]): Html {
+export function markup(strings: TemplateStringsArray, ...values: unknown[]): Html {
   let out = strings[0]!;
   values.forEach((v, i) => {
     out += render(v) + strings[i + 1]!;
@@ -43,13 +43,9 @@ export function layout(o: {
 }): string {
   const nav =
     o.signedInAs && o.csrf
-      ? html`<nav aria-label="Account">
-          <a href="/dashboard">Dashboard</a>
-          <span>Signed in as <strong>${o.signedInAs}</strong></span>
-          <form method="post" action="/sign-out" class="inline">
-            <input type="hidden" name="csrf" value="${o.csrf}" /><button type="submit">Sign out</button>
-          </form>
-        </nav>`
+      ? markup`<nav aria-label="Account"><a href="/dashboard">Dashboard</a>
+  <span>Signed in as <strong>${o.signedInAs}</strong></span>
+  <form method="post" action="/sign-out" class="inline"><input type="hidden" name="csrf" value="${o.csrf}"><button type="submit">Sign out</button></form></nav>`
       : '';
   return `<!doctype html>
 <html lang="en">

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { acceptForms } from '../auth/form.js';
 import type { AppContext } from '../context.js';
-import { CSS, html, layout, PageError } from './html.js';
+import { CSS, layout, markup, PageError } from './html.js';
 
 /** CSP of every page: no scripts at all, styles from our own stylesheet, never framed (clickjacking). */
 export function contentSecurityPolicy(formAction: string[] = ["'self'"]): string {
@@ -30,14 +30,14 @@ export function pageScope(app: FastifyInstance, _ctx: AppContext): void {
   });
   app.setErrorHandler((error, request, reply) => {
     if (error instanceof PageError)
-      return sendPage(reply, error.status, error.title, html`<p class="error">${error.message}</p>`);
+      return sendPage(reply, error.status, error.title, markup`<p class="error">${error.message}</p>`);
     const e = error as { statusCode?: number; code?: string };
     if (e.statusCode && e.statusCode < 500) {
       return sendPage(
         reply,
         e.statusCode,
         'Bad request',
-        html`<p class="error">The request could not be read.</p>`,
+        markup`<p class="error">The request could not be read.</p>`,
       );
     }
     request.log.error({ err: error }, 'unhandled error');
@@ -45,7 +45,7 @@ export function pageScope(app: FastifyInstance, _ctx: AppContext): void {
       reply,
       500,
       'Something went wrong',
-      html`<p class="error">An internal error occurred. Quote ${request.id} if you report it.</p>`,
+      markup`<p class="error">An internal error occurred. Quote ${request.id} if you report it.</p>`,
     );
   });
   app.get('/assets/dashboard.css', async (_request, reply) =>
@@ -57,7 +57,7 @@ export function sendPage(
   reply: FastifyReply,
   status: number,
   title: string,
-  body: ReturnType<typeof html>,
+  body: ReturnType<typeof markup>,
   nav?: { signedInAs: string; csrf: string },
 ): FastifyReply {
   return reply

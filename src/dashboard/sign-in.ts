@@ -6,7 +6,7 @@ import { createSession, revokeSession } from '../domain/sessions.js';
 import { authenticate } from '../domain/users.js';
 import { retryAfterSeconds } from '../http/rate-limit.js';
 import { issueSessionToken } from '../tokens/session-token.js';
-import { html, PageError } from './html.js';
+import { markup, PageError } from './html.js';
 import { sendPage } from './page-scope.js';
 import {
   checkCsrf,
@@ -30,33 +30,17 @@ export async function signInRoutes(app: FastifyInstance, ctx: AppContext): Promi
     durationSeconds: windowSeconds,
   });
 
-  const form = (csrf: string, next: string, username = '', message?: string) =>
-    html` ${message ? html`<p class="error" role="alert">${message}</p>` : ''}
-      <form method="post" action="/sign-in">
-        <input type="hidden" name="csrf" value="${csrf}" />
-        <input type="hidden" name="next" value="${next}" />
-        <label for="username">Username</label>
-        <input
-          type="text"
-          id="username"
-          name="username"
-          value="${username}"
-          autocomplete="username"
-          autocapitalize="none"
-          required
-          maxlength="64"
-        />
-        <label for="password">Password</label>
-        <input
-          type="password"
-          id="password"
-          name="password"
-          autocomplete="current-password"
-          required
-          maxlength="${MAX_PASSWORD_LENGTH}"
-        />
-        <div class="actions"><button type="submit" class="primary">Sign in</button></div>
-      </form>`;
+  const form = (csrf: string, next: string, username = '', message?: string) => markup`
+${message ? markup`<p class="error" role="alert">${message}</p>` : ''}
+<form method="post" action="/sign-in">
+  <input type="hidden" name="csrf" value="${csrf}">
+  <input type="hidden" name="next" value="${next}">
+  <label for="username">Username</label>
+  <input type="text" id="username" name="username" value="${username}" autocomplete="username" autocapitalize="none" required maxlength="64">
+  <label for="password">Password</label>
+  <input type="password" id="password" name="password" autocomplete="current-password" required maxlength="${MAX_PASSWORD_LENGTH}">
+  <div class="actions"><button type="submit" class="primary">Sign in</button></div>
+</form>`;
 
   app.get('/sign-in', async (request, reply) => {
     const next = safeNext((request.query as Record<string, string | undefined>)['next']);
