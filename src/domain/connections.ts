@@ -15,11 +15,7 @@ export type ConnectionRow = ConnectionsTable;
 export const CONNECTION_TTL_MS = 30 * 24 * 3600 * 1000;
 
 export type RevokeReason =
-  | 'disconnected'
-  | 'revoked_by_client'
-  | 'refresh_reuse'
-  | 'code_replay'
-  | 'member_removed';
+  'disconnected' | 'revoked_by_client' | 'refresh_reuse' | 'code_replay' | 'member_removed';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
