@@ -14,8 +14,14 @@ export type ConnectionRow = ConnectionsTable;
 /** SPEC §8: refresh tokens (and so the grant) live 30 days, sliding. */
 export const CONNECTION_TTL_MS = 30 * 24 * 3600 * 1000;
 
-export type RevokeReason =
-  'disconnected' | 'revoked_by_client' | 'refresh_reuse' | 'code_replay' | 'member_removed';
+export const REVOKE_REASONS = [
+  'disconnected',
+  'revoked_by_client',
+  'refresh_reuse',
+  'code_replay',
+  'member_removed',
+] as const;
+export type RevokeReason = (typeof REVOKE_REASONS)[number];
 
 type Db = Kysely<Database> | Transaction<Database>;
 
@@ -198,9 +204,6 @@ export async function endMemberConnections(
 export async function pruneExpiredGrants(db: Db, clock: Clock): Promise<void> {
   const cutoff = clock.now() - 3600_000;
   await db.deleteFrom('authorization_codes').where('expires_at', '<', cutoff).execute();
-  await db
-    .deleteFrom('connections')
-    .where('status', '=', 'pending')
-    .where('expires_at', '<', cutoff)
-    .execute();
+  const abandoned = db.deleteFrom('connections').where('status', '=', 'pending');
+  await abandoned.where('expires_at', '<', cutoff).execute();
 }
