@@ -90,7 +90,9 @@ function decodeCursor(cursor: unknown): string | undefined {
       after?: unknown;
     };
     if (typeof after === 'string' && /^[a-z]{3}_[A-Za-z0-9]{1,64}$/.test(after)) return after;
-  } catch {}
+  } catch {
+    // Not base64url JSON: the same answer as any other foreign cursor, below.
+  }
   throw new ApiError('invalid_request', 'cursor: not a cursor this API returned', { param: 'cursor' });
 }
 

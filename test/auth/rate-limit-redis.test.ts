@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type TestServer, startTestServer } from '../helpers/harness.js';
+import { startTestServer, type TestServer } from '../helpers/harness.js';
 
 const REDIS_URL = process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 let a: TestServer;
