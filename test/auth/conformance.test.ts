@@ -3,14 +3,14 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { probeNode22 } from '../helpers/conformance.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import { register } from './oauth-helpers.js';
 
 /**
  * The official conformance runner's authorization-server scenarios (`conformance authorization`, 0.2 line, with
  * `--resource`), which need Node 22 (`npx -p node@22`). The runner prints an authorization URL and waits for the
- * callback; chromium plays the member (sign in, pick agency, Allow). Opt-in: RUN_CONFORMANCE=1 (it downloads the
- * runner and Node 22 through npx).
+ * callback; chromium plays the member (sign in, pick agency, Allow). It downloads the runner and Node 22 through npx.
  */
 
 const VERSION = process.env['CONFORMANCE_VERSION'] ?? '0.2.0-alpha.12';
@@ -26,7 +26,12 @@ const freePort = () =>
     });
   });
 
-describe.runIf(process.env['RUN_CONFORMANCE'] === '1')(`conformance authorization (${ENGINE})`, () => {
+// Like the MCP conformance suites: skipped only when Node 22 cannot be installed, and then it says why.
+const node22 = probeNode22();
+if (!node22.ok)
+  console.warn(`authorization conformance skipped: Node 22 could not be installed (${node22.why})`);
+
+describe.skipIf(!node22.ok)(`conformance authorization (${ENGINE})`, () => {
   beforeAll(async () => {
     server = await startTestServer({ env: { AGENCY_MCP_URL } });
   });
