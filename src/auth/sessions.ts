@@ -5,11 +5,10 @@ import { urls } from '../context.js';
 import { toRfc3339 } from '../domain/clock.js';
 import { MAX_PASSWORD_LENGTH } from '../domain/passwords.js';
 import { createSession, revokeSession } from '../domain/sessions.js';
-import { authenticate } from '../domain/users.js';
 import { ApiError } from '../http/errors.js';
-import { consumeOrThrow } from '../http/rate-limit.js';
 import { authenticateRest } from '../http/rest-auth.js';
 import { issueSessionToken } from '../tokens/session-token.js';
+import { signInGuard } from './sign-in-guard.js';
 
 const SignInBody = z.object({
   username: z.string().min(1).max(64),
@@ -23,36 +22,18 @@ const WRONG_CREDENTIALS = 'The username or password is incorrect';
  * DELETE /api/sessions/current ends the session whose token is presented.
  */
 export async function sessionRoutes(app: FastifyInstance, ctx: AppContext): Promise<void> {
-  const { perUsername, perIp, windowSeconds } = ctx.config.signinLimit;
-  const byIp = ctx.limiters({ keyPrefix: 'signin-ip', points: perIp, durationSeconds: windowSeconds });
-  const failuresByUsername = ctx.limiters({
-    keyPrefix: 'signin-user',
-    points: perUsername,
-    durationSeconds: windowSeconds,
-  });
+  const signIn = signInGuard(ctx);
 
   app.post('/api/sessions', async (request, reply) => {
     const { username, password } = parseBody(request.body);
-    await consumeOrThrow(byIp, request.ip, 'Too many sign-in attempts from this address; retry later');
-    // Refuse before checking the password once a username has had too many failures: no guessing while blocked.
-    const failures = await failuresByUsername.get(username);
-    if (failures && failures.remainingPoints <= 0) {
-      await consumeOrThrow(
-        failuresByUsername,
-        username,
-        'Too many failed sign-ins for this username; retry later',
-      );
+    const outcome = await signIn(request.ip, username, password);
+    if (!outcome.ok && outcome.reason === 'rate_limited') {
+      throw new ApiError('rate_limited', 'Too many sign-in attempts; retry later', {
+        headers: { 'retry-after': String(outcome.retryAfterSeconds) },
+      });
     }
-    const user = await authenticate(ctx.db, username, password);
-    if (!user) {
-      await consumeOrThrow(
-        failuresByUsername,
-        username,
-        'Too many failed sign-ins for this username; retry later',
-      );
-      throw new ApiError('invalid_credentials', WRONG_CREDENTIALS);
-    }
-    await failuresByUsername.delete(username);
+    if (!outcome.ok) throw new ApiError('invalid_credentials', WRONG_CREDENTIALS);
+    const { user } = outcome;
     const session = await createSession(ctx.db, ctx.clock, user.id, ctx.config.sessionTtlSeconds);
     request.log.info({ user_id: user.id, session_id: session.id }, 'session created');
     return reply

@@ -1,10 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import { RateLimiterRes } from 'rate-limiter-flexible';
 import type { AppContext } from '../context.js';
 import { MAX_PASSWORD_LENGTH } from '../domain/passwords.js';
 import { createSession, revokeSession } from '../domain/sessions.js';
-import { authenticate } from '../domain/users.js';
-import { retryAfterSeconds } from '../http/rate-limit.js';
+import { signInGuard } from '../auth/sign-in-guard.js';
 import { issueSessionToken } from '../tokens/session-token.js';
 import { markup, PageError } from './html.js';
 import { sendPage } from './page-scope.js';
@@ -22,13 +20,7 @@ import {
  * API, sharing its limiter keys: per address, and per username after failures.
  */
 export async function signInRoutes(app: FastifyInstance, ctx: AppContext): Promise<void> {
-  const { perUsername, perIp, windowSeconds } = ctx.config.signinLimit;
-  const byIp = ctx.limiters({ keyPrefix: 'signin-ip', points: perIp, durationSeconds: windowSeconds });
-  const failures = ctx.limiters({
-    keyPrefix: 'signin-user',
-    points: perUsername,
-    durationSeconds: windowSeconds,
-  });
+  const signIn = signInGuard(ctx);
 
   const form = (csrf: string, next: string, username = '', message?: string) => markup`
 ${message ? markup`<p class="error" role="alert">${message}</p>` : ''}
@@ -59,38 +51,17 @@ ${message ? markup`<p class="error" role="alert">${message}</p>` : ''}
     if (!username || !password || password.length > MAX_PASSWORD_LENGTH) {
       return sendPage(reply, 400, 'Sign in', form(csrf, next, username, 'Enter your username and password.'));
     }
-    const limited = (e: unknown) => {
-      if (!(e instanceof RateLimiterRes)) throw e;
-      reply.header('retry-after', String(retryAfterSeconds(e)));
-      return sendPage(
-        reply,
-        429,
-        'Sign in',
-        form(csrf, next, username, 'Too many sign-in attempts. Wait a while and try again.'),
-      );
-    };
-    try {
-      await byIp.consume(request.ip);
-      const f = await failures.get(username);
-      if (f && f.remainingPoints <= 0) await failures.consume(username);
-    } catch (e) {
-      return limited(e);
+    const outcome = await signIn(request.ip, username, password);
+    if (!outcome.ok && outcome.reason === 'rate_limited') {
+      reply.header('retry-after', String(outcome.retryAfterSeconds));
+      const message = 'Too many sign-in attempts. Wait a while and try again.';
+      return sendPage(reply, 429, 'Sign in', form(csrf, next, username, message));
     }
-    const user = await authenticate(ctx.db, username, password);
-    if (!user) {
-      try {
-        await failures.consume(username);
-      } catch (e) {
-        return limited(e);
-      }
-      return sendPage(
-        reply,
-        401,
-        'Sign in',
-        form(csrf, next, username, 'The username or password is incorrect.'),
-      );
+    if (!outcome.ok) {
+      const message = 'The username or password is incorrect.';
+      return sendPage(reply, 401, 'Sign in', form(csrf, next, username, message));
     }
-    await failures.delete(username);
+    const { user } = outcome;
     const session = await createSession(ctx.db, ctx.clock, user.id, ctx.config.sessionTtlSeconds);
     setSessionCookie(ctx, reply, await issueSessionToken(ctx, session));
     request.log.info({ user_id: user.id, session_id: session.id }, 'browser session created');

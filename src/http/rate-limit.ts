@@ -3,9 +3,8 @@ import {
   type RateLimiterAbstract,
   RateLimiterMemory,
   RateLimiterRedis,
-  RateLimiterRes,
+  type RateLimiterRes,
 } from 'rate-limiter-flexible';
-import { ApiError } from './errors.js';
 
 export interface LimitSpec {
   keyPrefix: string;
@@ -22,24 +21,6 @@ export const memoryLimiters: LimiterFactory = (s) =>
 /** Seconds until a refused caller may try again, at least 1 (the `Retry-After` value, RFC 9110 §10.2.3). */
 export function retryAfterSeconds(res: RateLimiterRes): number {
   return Math.max(1, Math.ceil(res.msBeforeNext / 1000));
-}
-
-/** Consumes a point, or throws a 429 ApiError with `Retry-After`. Errors of the store itself propagate. */
-export async function consumeOrThrow(
-  limiter: RateLimiterAbstract,
-  key: string,
-  message: string,
-): Promise<void> {
-  try {
-    await limiter.consume(key);
-  } catch (e) {
-    if (e instanceof RateLimiterRes) {
-      throw new ApiError('rate_limited', message, {
-        headers: { 'retry-after': String(retryAfterSeconds(e)) },
-      });
-    }
-    throw e;
-  }
 }
 
 /**
