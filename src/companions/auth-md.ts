@@ -1,4 +1,5 @@
 import { authorizationServerMetadata } from '../auth/metadata.js';
+import { SCOPES } from '../auth/scopes.js';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
 import { ERROR_CATALOGUE } from '../http/errors.js';
@@ -50,7 +51,7 @@ The agency MCP server accepts only access tokens from \`${as['issuer']}\` for th
 one agency and one member. API keys, client secrets and cookies are not accepted.
 
 1. **Discover.** Call \`${agency}\` without a token. The 401 carries
-   \`WWW-Authenticate: Bearer resource_metadata="${protectedResourceMetadataUrl(agency)}", scope="agency:mcp:read"\`.
+   \`WWW-Authenticate: Bearer resource_metadata="${protectedResourceMetadataUrl(agency)}", scope="${SCOPES.agencyRead}"\`.
    Fetch that document (RFC 9728), then the authorization-server metadata at
    \`${as['issuer']}/.well-known/oauth-authorization-server\` (RFC 8414).
 2. **Register** (one of):
@@ -61,13 +62,13 @@ one agency and one member. API keys, client secrets and cookies are not accepted
    - a pre-registered identifier for well-known AI clients.
 3. **Authorize.** Send the member to \`${as['authorization_endpoint']}\` with \`response_type=code\`, \`client_id\`,
    \`redirect_uri\`, \`code_challenge\` and \`code_challenge_method=S256\` (PKCE is mandatory), \`resource=${agency}\`
-   (exactly), \`state\`, and \`scope\` from: \`agency:mcp:read\`, \`agency:mcp:write\`, \`offline_access\`
+   (exactly), \`state\`, and \`scope\` from: \`${SCOPES.agencyRead}\`, \`${SCOPES.agencyWrite}\`, \`${SCOPES.offline}\`
    (\`mcp:read\` and \`mcp:write\` are accepted as aliases). The member signs in, picks the agency and chooses which of
    their permissions you may use. The redirect carries \`code\`, \`state\` and \`iss\` — check that \`iss\` is
    \`${as['issuer']}\` (RFC 9207). Codes live 60 seconds and work once.
 4. **Token.** \`POST ${as['token_endpoint']}\` (form-encoded) with \`grant_type=authorization_code\`, \`code\`,
    \`code_verifier\`, \`redirect_uri\`, \`client_id\` (and optionally \`resource\`). You get a 1-hour access token and,
-   with \`offline_access\`, a refresh token.
+   with \`${SCOPES.offline}\`, a refresh token.
 5. **Call.** \`Authorization: Bearer <access token>\` on every request to \`${agency}\`.
 6. **Refresh.** \`grant_type=refresh_token\` at the same endpoint. Refresh tokens rotate on every use and slide to
    30 days; presenting an old one again revokes the whole connection — always keep the newest.
@@ -85,7 +86,7 @@ ${restErrors.join('\n')}
 
 MCP servers answer 401 with \`WWW-Authenticate: Bearer resource_metadata="..."\` when the token is missing or
 invalid: start the flow above again (agency) or sign in again (user). A write tool called with a read-only grant
-answers 403 with \`error="insufficient_scope", scope="agency:mcp:read agency:mcp:write"\`: authorize once more with
+answers 403 with \`error="insufficient_scope", scope="${SCOPES.agencyRead} ${SCOPES.agencyWrite}"\`: authorize once more with
 both scopes. A tool the member did not allow answers a tool error naming the missing permission.
 
 Token endpoint errors follow RFC 6749 §5.2: \`invalid_grant\` (the code or refresh token is expired, used or revoked:

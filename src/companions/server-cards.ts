@@ -1,5 +1,6 @@
 import { type ZodType, z } from 'zod';
 import { AGENCY_TOOLS } from '../agency-mcp/tools.js';
+import { SCOPES } from '../auth/scopes.js';
 import type { Config } from '../config/config.js';
 import { urls } from '../context.js';
 import { UserSchema } from '../domain/resources.js';
@@ -110,7 +111,7 @@ function agencyPrimitives() {
       annotations: t.annotations,
       _meta: {
         'svc/permission': t.permission,
-        'svc/scope': t.write ? 'agency:mcp:write' : 'agency:mcp:read',
+        'svc/scope': t.write ? SCOPES.agencyWrite : SCOPES.agencyRead,
       },
     })),
   };

@@ -1,3 +1,4 @@
+import { SCOPES } from '../auth/scopes.js';
 import type { Config } from '../config/config.js';
 import { urls } from '../context.js';
 import { type Companion, json, sha256Digest } from './document.js';
@@ -49,7 +50,7 @@ access tokens issued by \`${urls.issuer(c)}\` for that resource.
 2. Fetch it, then the authorization-server metadata at \`${urls.issuer(c)}/.well-known/oauth-authorization-server\`.
 3. Register: use a Client ID Metadata Document (an https \`client_id\` URL), or \`POST ${urls.issuer(c)}/oauth/register\`.
 4. Send the member to \`${urls.issuer(c)}/oauth2/auth\` with PKCE (S256), \`resource=${resourceOf(c, 'agency')}\`
-   and \`scope=agency:mcp:read offline_access\` (add \`agency:mcp:write\` to change data). They sign in, pick the
+   and \`scope=${SCOPES.agencyRead} ${SCOPES.offline}\` (add \`${SCOPES.agencyWrite}\` to change data). They sign in, pick the
    agency and choose what you may do.
 5. Exchange the code at \`${urls.issuer(c)}/oauth/token\`; call the server with \`Authorization: Bearer <access token>\`.
 6. \`tools/list\` shows only what the member allowed. A write tool answering \`403 insufficient_scope\` means
