@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { agencyMcpSurface } from './agency-mcp/plugin.js';
-import { apiSurface } from './api/plugin.js';
+import { apiSurface, REST_HOST_HEADERS } from './api/plugin.js';
 import { authSurface } from './auth/plugin.js';
 import { type Config, SURFACES, type Surface, urlHost } from './config/config.js';
 import type { AppContext } from './context.js';
@@ -152,6 +152,7 @@ async function listen(ctx: AppContext, surface: Surface, plugin: SurfacePlugin):
   const app = createServer(config, {
     surface,
     logger: ctx.log,
+    ...(surface === 'api' ? { responseHeaders: REST_HOST_HEADERS } : {}),
     connectionErrorHeaders:
       surface === 'api' ? () => ({ [VERSION_HEADER.toLowerCase()]: ctx.versions.baseline }) : undefined,
   });

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AI_CATALOG_PATH } from '../companions/ai-catalog.js';
 import { restHostCompanions } from '../companions/hosts.js';
 import { serveCompanions } from '../companions/serve.js';
@@ -18,8 +18,8 @@ declare module 'fastify' {
   }
 }
 
-/** Every response of the REST host points agents at the AI catalog (RFC 8288 web linking). */
-const AI_CATALOG_LINK = `<${AI_CATALOG_PATH}>; rel="ai-catalog"`;
+/** Every response of the REST host points agents at its AI catalog (RFC 8288 web linking); set by `app.ts`. */
+export const REST_HOST_HEADERS = { link: `<${AI_CATALOG_PATH}>; rel="ai-catalog"` };
 
 /** The REST API surface at BASE_URL (SPEC §4.1). */
 export async function apiSurface(app: FastifyInstance, ctx: AppContext): Promise<void> {
@@ -31,25 +31,13 @@ export async function apiSurface(app: FastifyInstance, ctx: AppContext): Promise
   });
   app.decorateRequest('requestedVersion', undefined);
   app.removeContentTypeParser('text/plain');
-  app.addHook('onRequest', (_request, reply, done) => {
-    reply.header('link', AI_CATALOG_LINK);
-    done();
-  });
-
-  /** Validates the version header of a versioned route before anything else (a bad one is a 400). */
-  const versioned = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
-    reply.header('vary', VERSION_HEADER);
-    try {
-      request.requestedVersion = ctx.versions.fromHeader(request.raw.rawHeaders);
-    } catch (e) {
-      return done(e as Error);
-    }
-    done();
-  };
 
   app.get('/health', async () => ({ status: 'healthy', uptime: Math.floor(process.uptime()) }));
 
-  app.get('/me', { onRequest: versioned }, async (request, reply) => {
+  app.get('/me', async (request, reply) => {
+    // The version header is checked before anything else: a bad one is a 400 whatever the token (SPEC §9).
+    reply.header('vary', VERSION_HEADER);
+    request.requestedVersion = ctx.versions.fromHeader(request.raw.rawHeaders);
     const principal = await authenticateRest(ctx, request, {
       audience: urls.api(ctx.config),
       accept: ['session', 'oauth'],

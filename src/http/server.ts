@@ -1,5 +1,11 @@
 import type { Socket } from 'node:net';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from 'fastify';
 import type { Logger } from 'pino';
 import type { Config, Surface } from '../config/config.js';
 import { newId } from '../domain/ids.js';
@@ -8,8 +14,36 @@ import { ApiError, type ErrorCode } from './errors.js';
 export interface ServerOptions {
   surface: Surface;
   logger: FastifyBaseLogger;
+  /** Headers every response of the surface carries (the REST host's `Link` to its AI catalog). */
+  responseHeaders?: Record<string, string>;
   /** Headers added to the raw error responses written before a request exists (431, 400 on a broken request). */
   connectionErrorHeaders?: () => Record<string, string>;
+}
+
+/**
+ * One line per request for the operator, keyed by request id like every other line: errors loud, client errors at
+ * info, successes at debug. It replaces Fastify's two lines, and costs no hook of its own.
+ */
+class RequestLog extends LogController {
+  constructor() {
+    super({ requestIdLogLabel: 'request_id' });
+  }
+
+  override incomingRequest(): void {}
+
+  override requestCompleted(
+    _error: Error | null | undefined,
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ): void {
+    const status = reply.statusCode;
+    const level = status >= 500 ? 'error' : status >= 400 ? 'info' : 'debug';
+    if (!(request.log as Logger).isLevelEnabled(level)) return;
+    request.log[level](
+      { method: request.method, url: request.url, status, ms: Math.round(reply.elapsedTime) },
+      'request',
+    );
+  }
 }
 
 /**
@@ -22,8 +56,7 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     loggerInstance: log,
     genReqId: () => newId('req'),
     requestIdHeader: false,
-    // Our own one-line-per-request log below replaces Fastify's two lines.
-    logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
+    logController: new RequestLog(),
     bodyLimit: config.bodyLimitBytes,
     http: { maxHeaderSize: config.maxHeaderBytes },
     trustProxy: config.trustProxy,
@@ -34,25 +67,11 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
       writeConnectionError(log, err, socket, o.connectionErrorHeaders?.() ?? {});
     },
   });
-  // Callback-style hooks: they run on every request, and an async hook costs a promise each time.
+  // One callback-style hook (an async hook costs a promise per request): the request id and the surface's static headers.
+  const staticHeaders = Object.entries(o.responseHeaders ?? {});
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
-    done();
-  });
-  app.addHook('onResponse', (request, reply, done) => {
-    // One line per request for the operator (debug for successes), keyed by request id like every other line.
-    const level = reply.statusCode >= 500 ? 'error' : reply.statusCode >= 400 ? 'info' : 'debug';
-    if ((request.log as Logger).isLevelEnabled(level)) {
-      request.log[level](
-        {
-          method: request.method,
-          url: request.url,
-          status: reply.statusCode,
-          ms: Math.round(reply.elapsedTime),
-        },
-        'request',
-      );
-    }
+    for (const [name, value] of staticHeaders) reply.header(name, value);
     done();
   });
   return app;

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { decodeProtectedHeader, type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
 import type { Clock } from '../domain/clock.js';
 import { TOKEN_TYPES } from './jwt.js';
@@ -88,7 +87,7 @@ export interface VerifierOptions {
 
 /**
  * Verifies bearer JWTs for every resource server in the process. Signature, issuer, type and times are checked once
- * and cached by a hash of the token until its `exp` (DESIGN §4); audience and liveness are checked on every call.
+ * and cached, keyed by the token, until its `exp` (DESIGN §4); audience and liveness are checked on every call.
  */
 export class TokenVerifier {
   private readonly cache: Lru<string, VerifiedEntry>;
@@ -146,14 +145,14 @@ export class TokenVerifier {
   }
 
   private async verified(token: string): Promise<VerifiedEntry> {
-    if (token.length > MAX_TOKEN_LENGTH || !JWT_SHAPE.test(token)) {
-      throw new TokenError('malformed', 'The access token is not a JWT');
-    }
-    const key = createHash('sha256').update(token).digest('base64url');
-    const cached = this.cache.get(key);
+    if (token.length > MAX_TOKEN_LENGTH) throw new TokenError('malformed', 'The access token is not a JWT');
+    // Keyed by the token itself: an exact match (no question of collisions), at the cost of up to TOKEN_CACHE_SIZE
+    // tokens held in memory; hashing it on every request cost about 8% of a GET /me here.
+    const cached = this.cache.get(token);
     if (cached) return cached;
+    if (!JWT_SHAPE.test(token)) throw new TokenError('malformed', 'The access token is not a JWT');
     const entry = await this.verifySignature(token);
-    this.cache.set(key, entry);
+    this.cache.set(token, entry);
     return entry;
   }
 
