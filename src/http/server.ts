@@ -9,6 +9,7 @@ import Fastify, {
 import type { Logger } from 'pino';
 import type { Config, Surface } from '../config/config.js';
 import { newId } from '../domain/ids.js';
+import { deferredChildLogger } from './deferred-logger.js';
 import { ApiError, type ErrorCode } from './errors.js';
 
 export interface ServerOptions {
@@ -57,6 +58,7 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     genReqId: () => newId('req'),
     requestIdHeader: false,
     logController: new RequestLog(),
+    childLoggerFactory: deferredChildLogger,
     bodyLimit: config.bodyLimitBytes,
     http: { maxHeaderSize: config.maxHeaderBytes },
     trustProxy: config.trustProxy,
