@@ -1,5 +1,5 @@
 import type { AuthInfo } from '@modelcontextprotocol/server';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import { SCOPES } from '../auth/scopes.js';
 import type { AppContext } from '../context.js';
 import { bearerChallenge } from '../http/bearer.js';
@@ -69,16 +69,6 @@ export function unauthorized(
   message: string,
 ): McpAuthError {
   return new McpAuthError(401, oauthError, message, unauthorizedChallenge(metadataUrl));
-}
-
-/** Sends an McpAuthError as the endpoint does for its own refusals (JSON body, no-store). */
-export function sendAuthError(request: FastifyRequest, reply: FastifyReply, e: McpAuthError): FastifyReply {
-  return reply
-    .code(e.status)
-    .header('www-authenticate', e.challenge)
-    .header('cache-control', 'no-store')
-    .type('application/json; charset=utf-8')
-    .send(e.body(request.id));
 }
 
 /** What the agency server keeps per request in the SDK's pass-through `authInfo.extra`. */

@@ -6,7 +6,7 @@ import { serveCompanions } from '../companions/serve.js';
 import { type AppContext, urls } from '../context.js';
 import type { Access } from '../dashboard-api/resources.js';
 import { McpAuthError } from '../mcp/auth.js';
-import { mountMcpEndpoint } from '../mcp/endpoint.js';
+import { mountMcpEndpoint, sendAuthError } from '../mcp/endpoint.js';
 import { allowedHostnames } from '../mcp/host-guard.js';
 import { lazy } from '../mcp/plugin.js';
 import {
@@ -19,7 +19,6 @@ import {
   agencyAuthPolicy,
   authenticateAgencyRequest,
   insufficientScopeChallenge,
-  sendAuthError,
   toAgencyAuthInfo,
   unauthorized,
 } from './auth.js';

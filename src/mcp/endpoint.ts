@@ -106,7 +106,8 @@ function toWebRequest(request: FastifyRequest, signal: AbortSignal): Request {
   });
 }
 
-function sendAuthError(request: FastifyRequest, reply: FastifyReply, e: McpAuthError): FastifyReply {
+/** Sends an authentication refusal (401/403) with its challenge, a JSON body and `no-store`. */
+export function sendAuthError(request: FastifyRequest, reply: FastifyReply, e: McpAuthError): FastifyReply {
   return reply
     .code(e.status)
     .header('www-authenticate', e.challenge)

@@ -1,7 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -18,10 +17,11 @@ import {
   StreamableHTTPClientTransport,
   UnauthorizedError,
 } from '@modelcontextprotocol/client';
-import { type BrowserContext, chromium, type Page, type Browser as PwBrowser } from 'playwright-core';
+import type { BrowserContext, Page, Browser as PwBrowser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addMember } from '../../src/domain/agencies.js';
 import { connectionStatus } from '../auth/oauth-helpers.js';
+import { CHROMIUM, type CallbackServer, launchChromium, startCallbackServer } from '../helpers/browser.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import type { McpVersion } from '../helpers/mcp.js';
 import { demo } from './helpers.js';
@@ -39,7 +39,6 @@ import { demo } from './helpers.js';
  * tools → removing the member ends the connection. On both MCP eras, each with both registrations.
  */
 
-const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
 if (!HAVE_CHROMIUM) {
   console.warn(
@@ -77,9 +76,8 @@ let certDir: string;
 let docs: HttpsServer;
 let docsBase: string;
 const docHits: Record<string, number> = {};
-let callback: HttpServer;
+let callback: CallbackServer;
 let callbackUrl: string;
-const received: URL[] = [];
 let browser: PwBrowser;
 
 /** The Client ID Metadata Document of `path`: its own URL as client_id, the loopback callback, a public client. */
@@ -133,35 +131,16 @@ beforeAll(async () => {
   );
   await new Promise<void>((r) => docs.listen(0, '127.0.0.1', r));
   docsBase = `https://127.0.0.1:${(docs.address() as AddressInfo).port}`;
-  callback = createHttpServer((req, res) => {
-    const url = new URL(req.url ?? '/', callbackUrl);
-    // Only the redirects: chromium also asks this origin for /favicon.ico.
-    if (url.pathname === '/callback') received.push(url);
-    res.writeHead(200, { 'content-type': 'text/plain' });
-    res.end('You can close this window.');
-  });
-  await new Promise<void>((r) => callback.listen(0, '127.0.0.1', r));
-  callbackUrl = `http://127.0.0.1:${(callback.address() as AddressInfo).port}/callback`;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-    ],
-  });
+  callback = await startCallbackServer();
+  callbackUrl = callback.url;
+  browser = await launchChromium();
 }, 60_000);
 
 afterAll(async () => {
   await browser?.close();
-  for (const s of [docs, callback]) {
-    s?.closeAllConnections();
-    await new Promise((r) => (s ? s.close(r) : r(undefined)));
-  }
+  docs?.closeAllConnections();
+  await new Promise((r) => (docs ? docs.close(r) : r(undefined)));
+  await callback?.close();
   if (certDir) rmSync(certDir, { recursive: true, force: true });
 });
 
@@ -268,7 +247,7 @@ async function signInIfAsked(page: Page, username: string): Promise<void> {
  * permission of the ceiling and presses Allow; returns the redirect the callback received.
  */
 async function consent(page: Page, url: URL, username: string, agency = 'Northwind Studio'): Promise<URL> {
-  const before = received.length;
+  const before = callback.received.length;
   await page.goto(url.toString());
   await signInIfAsked(page, username);
   if ((await page.locator('h1').textContent()) === 'Choose an agency') {
@@ -280,8 +259,8 @@ async function consent(page: Page, url: URL, username: string, agency = 'Northwi
   for (const box of await page.locator('input[name="ceiling"]').all()) await box.check();
   await page.getByRole('button', { name: 'Allow' }).click();
   await page.waitForURL(/\/callback\?/);
-  expect(received.length).toBe(before + 1);
-  return received.at(-1)!;
+  expect(callback.received.length).toBe(before + 1);
+  return callback.received.at(-1)!;
 }
 
 /** Opens the dashboard of `agency` for the signed-in user (signing in if asked). */

@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHROMIUM, launchChromium } from '../helpers/browser.js';
 import { probeNode22 } from '../helpers/conformance.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import { register } from './oauth-helpers.js';
@@ -14,7 +14,6 @@ import { register } from './oauth-helpers.js';
  */
 
 const VERSION = process.env['CONFORMANCE_VERSION'] ?? '0.2.0-alpha.12';
-const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 const AGENCY_MCP_URL = 'http://127.0.0.1:4102';
 let server: TestServer;
 
@@ -65,18 +64,7 @@ describe.skipIf(!node22.ok)(`conformance authorization (${ENGINE})`, () => {
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let output = '';
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-      ],
-    });
+    const browser = await launchChromium();
     try {
       const authUrl = await new Promise<string>((resolve, reject) => {
         const onData = (c: Buffer) => {

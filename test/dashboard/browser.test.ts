@@ -1,9 +1,8 @@
 import { existsSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { chromium, type Browser as PwBrowser } from 'playwright-core';
+import type { Browser as PwBrowser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectionStatus, pkce, register, token } from '../auth/oauth-helpers.js';
+import { CHROMIUM, type CallbackServer, launchChromium, startCallbackServer } from '../helpers/browser.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 
 /**
@@ -12,45 +11,24 @@ import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js'
  * loopback callback, is exchanged, and the refresh token rotates; then Disconnect in the dashboard.
  */
 
-const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 const AGENCY_MCP_URL = 'http://127.0.0.1:4102';
 let server: TestServer;
 let browser: PwBrowser;
-let callback: Server;
+let callback: CallbackServer;
 let callbackUrl: string;
-const received: URL[] = [];
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) {
     throw new Error(`${CHROMIUM} not found: apt-get install -y chromium (or set CHROMIUM_PATH)`);
   }
   server = await startTestServer({ env: { AGENCY_MCP_URL } });
-  callback = createServer((req, res) => {
-    const url = new URL(req.url ?? '/', callbackUrl);
-    // Only the redirects: chromium also asks this origin for /favicon.ico once the page loads.
-    if (url.pathname === new URL(callbackUrl).pathname) received.push(url);
-    res.writeHead(200, { 'content-type': 'text/plain' });
-    res.end('You can close this window.');
-  });
-  await new Promise<void>((r) => callback.listen(0, '127.0.0.1', r));
-  callbackUrl = `http://127.0.0.1:${(callback.address() as AddressInfo).port}/callback`;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-    ],
-  });
+  callback = await startCallbackServer();
+  callbackUrl = callback.url;
+  browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();
-  callback?.closeAllConnections();
-  await new Promise((r) => callback?.close(r));
+  await callback?.close();
   await server?.close();
 });
 
@@ -97,7 +75,7 @@ describe(`browser flow (${ENGINE})`, () => {
     await page.getByRole('button', { name: 'Allow' }).click();
 
     await page.waitForURL(/\/callback\?/);
-    const back = received.at(-1)!;
+    const back = callback.received.at(-1)!;
     expect(back.searchParams.get('state')).toBe('browser-state');
     expect(back.searchParams.get('iss')).toBe(server.url.auth);
     const code = back.searchParams.get('code')!;
