@@ -4,36 +4,11 @@
 // Target (issue 5): ≥ 1.5× the baseline's req/s with p99 ≤ 15 ms at 50 connections.
 // Standalone: `npm run build && node bench/agency-mcp.mjs`.
 import { createHash, randomBytes } from 'node:crypto';
-import { measure, printTable, spawnServer, startSvc } from './lib.mjs';
+import { MODERN, measure, printTable, spawnServer, startSvc, toolsCall } from './lib.mjs';
 
-const MODERN = '2026-07-28';
 const LEGACY = '2025-11-25';
 const BASELINE = `SDK createMcpHandler, trivial tool, no auth, ${MODERN} (baseline)`;
 const REDIRECT = 'http://127.0.0.1:9/callback';
-
-/** One tools/call as autocannon sends it: the 2026-07-28 envelope and headers, or a stateless 2025-11-25 POST. */
-export function toolsCall(wire, tool, extraHeaders = {}) {
-  const modern = wire === MODERN;
-  const params = { name: tool, arguments: {} };
-  if (modern) {
-    params._meta = {
-      'io.modelcontextprotocol/protocolVersion': MODERN,
-      'io.modelcontextprotocol/clientInfo': { name: 'bench', version: '1.0.0' },
-      'io.modelcontextprotocol/clientCapabilities': {},
-    };
-  }
-  return {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': wire,
-      ...(modern ? { 'mcp-method': 'tools/call', 'mcp-name': tool } : {}),
-      ...extraHeaders,
-    },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params }),
-  };
-}
 
 /** Registers a client, signs in on the pages as grace, consents with every offered permission, and returns the token. */
 export async function agencyAccessToken(auth, resource) {

@@ -143,3 +143,30 @@ export function printTable(title, rows, baselineName) {
 }
 
 export const pinned = hasTaskset;
+
+/** The 2026-07-28 revision: per-request `_meta` envelope and `Mcp-Method`/`Mcp-Name` headers. */
+export const MODERN = '2026-07-28';
+
+/** One tools/call as autocannon sends it: the 2026-07-28 envelope and headers, or a stateless 2025-11-25 POST. */
+export function toolsCall(wire, tool, extraHeaders = {}) {
+  const modern = wire === MODERN;
+  const params = { name: tool, arguments: {} };
+  if (modern) {
+    params._meta = {
+      'io.modelcontextprotocol/protocolVersion': MODERN,
+      'io.modelcontextprotocol/clientInfo': { name: 'bench', version: '1.0.0' },
+      'io.modelcontextprotocol/clientCapabilities': {},
+    };
+  }
+  return {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': wire,
+      ...(modern ? { 'mcp-method': 'tools/call', 'mcp-name': tool } : {}),
+      ...extraHeaders,
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params }),
+  };
+}

@@ -1,35 +1,10 @@
 // User MCP server: tools/call get_me on the 2026-07-28 and 2025-11-25 wires (session token, embedded database), beside
 // the SDK's plain createMcpHandler serving one trivial tool with no auth (the baseline), in the same run.
 // Target (issue 3): ≥ 2× the baseline's req/s with p99 ≤ 10 ms at 50 connections.
-import { measure, printTable, sessionToken, spawnServer, startSvc } from './lib.mjs';
+import { MODERN, measure, printTable, sessionToken, spawnServer, startSvc, toolsCall } from './lib.mjs';
 
-const MODERN = '2026-07-28';
 const LEGACY = '2025-11-25';
 const BASELINE = `SDK createMcpHandler, trivial tool, no auth, ${MODERN} (baseline)`;
-
-/** One tools/call as autocannon sends it: the 2026-07-28 envelope and headers, or a stateless 2025-11-25 POST. */
-function toolsCall(wire, tool, extraHeaders = {}) {
-  const modern = wire === MODERN;
-  const params = { name: tool, arguments: {} };
-  if (modern) {
-    params._meta = {
-      'io.modelcontextprotocol/protocolVersion': MODERN,
-      'io.modelcontextprotocol/clientInfo': { name: 'bench', version: '1.0.0' },
-      'io.modelcontextprotocol/clientCapabilities': {},
-    };
-  }
-  return {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': wire,
-      ...(modern ? { 'mcp-method': 'tools/call', 'mcp-name': tool } : {}),
-      ...extraHeaders,
-    },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params }),
-  };
-}
 
 export async function run({ seconds = 5 } = {}) {
   const rows = [];
