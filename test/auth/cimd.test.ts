@@ -188,6 +188,16 @@ describe(`Client ID Metadata Documents (${ENGINE})`, () => {
     expect(hits['/coalesce']).toBe(1);
   });
 
+  it('a refused document is remembered for 30 s: one fetch, not one per request', async () => {
+    const clientId = `${base}/broken-twice`;
+    await expectRefused(await authPage(server, clientId), /answered 500/);
+    await expectRefused(await authPage(server, clientId), /answered 500/);
+    expect(hits['/broken-twice']).toBe(1);
+    server.clock.advance(31_000);
+    await expectRefused(await authPage(server, clientId), /answered 500/);
+    expect(hits['/broken-twice']).toBe(2);
+  });
+
   it('a document whose client_id does not equal its URL', async () => {
     await expectRefused(await authPage(server, `${base}/mismatch`), /does not equal its URL/);
   });

@@ -55,6 +55,8 @@ interface Fetched {
 export class CimdResolver {
   private readonly memory = new Lru<string, Fetched>(1000);
   private readonly inFlight = new Map<string, Promise<ResolvedClient>>();
+  /** Refused documents, remembered for the cache floor: a bad client_id costs one fetch per 30 s, not one per request. */
+  private readonly refused = new Lru<string, { error: CimdError; until: number }>(1000);
   private readonly ca: string[] | undefined;
 
   constructor(
@@ -75,6 +77,8 @@ export class CimdResolver {
     const now = this.clock.now();
     const cached = this.memory.get(clientId);
     if (cached && cached.expiresAt > now) return cached.client;
+    const refused = this.refused.get(clientId);
+    if (refused && refused.until > now) throw refused.error;
     const stored = await this.db
       .selectFrom('oauth_clients')
       .select(['metadata', 'metadata_expires_at'])
@@ -88,7 +92,12 @@ export class CimdResolver {
     }
     let pending = this.inFlight.get(clientId);
     if (!pending) {
-      pending = this.fetchAndStore(clientId).finally(() => this.inFlight.delete(clientId));
+      pending = this.fetchAndStore(clientId)
+        .catch((e: unknown) => {
+          if (e instanceof CimdError) this.refused.set(clientId, { error: e, until: now + CIMD_MIN_CACHE_MS });
+          throw e;
+        })
+        .finally(() => this.inFlight.delete(clientId));
       this.inFlight.set(clientId, pending);
     }
     return pending;
