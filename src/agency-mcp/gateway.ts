@@ -18,6 +18,14 @@ export class ExchangeRefused extends Error {
   override name = 'ExchangeRefused';
 }
 
+/**
+ * The exchange could not be done for a reason of this deployment, not of the caller: the authorization server is
+ * unreachable, or refuses this server's client credentials. The message tells the operator what to check.
+ */
+export class ExchangeUnavailable extends Error {
+  override name = 'ExchangeUnavailable';
+}
+
 /** Re-exchange this long before the dashboard API token expires, so a call never carries a token about to lapse. */
 const REFRESH_MARGIN_MS = 30_000;
 
@@ -103,22 +111,39 @@ export class DashboardGateway {
   }
 
   private async exchangeOverHttp(inbound: string): Promise<TokenExchangeResponse> {
-    const res = await fetch(`${urls.issuer(this.ctx.config)}/oauth/token`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: this.basic },
-      body: new URLSearchParams({
-        grant_type: TOKEN_EXCHANGE_GRANT,
-        subject_token: inbound,
-        subject_token_type: ACCESS_TOKEN_TYPE,
-        audience: this.audience(),
-      }).toString(),
-    });
-    const body = (await res.json()) as TokenExchangeResponse & { error?: string; error_description?: string };
+    const endpoint = `${urls.issuer(this.ctx.config)}/oauth/token`;
+    let res: Response;
+    try {
+      res = await fetch(endpoint, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: this.basic },
+        body: new URLSearchParams({
+          grant_type: TOKEN_EXCHANGE_GRANT,
+          subject_token: inbound,
+          subject_token_type: ACCESS_TOKEN_TYPE,
+          audience: this.audience(),
+        }).toString(),
+      });
+    } catch (e) {
+      throw new ExchangeUnavailable(
+        `the token exchange at ${endpoint} is unreachable: ${(e as Error).message}`,
+      );
+    }
+    const body = (await res.json().catch(() => ({}))) as TokenExchangeResponse & {
+      error?: string;
+      error_description?: string;
+    };
     if (res.status === 200) return body;
     if (body.error === 'invalid_request')
       throw new ExchangeRefused(body.error_description ?? 'Token exchange refused');
-    throw new Error(
-      `token exchange failed: ${res.status} ${body.error ?? ''} ${body.error_description ?? ''}`,
+    if (body.error === 'invalid_client') {
+      throw new ExchangeUnavailable(
+        `the token exchange at ${endpoint} refused this server's client credentials: ` +
+          'set the same AGENCY_MCP_CLIENT_SECRET on the agency-mcp and auth processes',
+      );
+    }
+    throw new ExchangeUnavailable(
+      `the token exchange at ${endpoint} answered ${res.status} ${body.error ?? ''} ${body.error_description ?? ''}`,
     );
   }
 

@@ -6,7 +6,8 @@ import { serveCompanions } from '../companions/serve.js';
 import { type AppContext, urls } from '../context.js';
 import type { Access } from '../dashboard-api/resources.js';
 import { McpAuthError } from '../mcp/auth.js';
-import { mountMcpEndpoint, sendAuthError } from '../mcp/endpoint.js';
+import { mountMcpEndpoint, sendAuthError, sendJsonRpcError } from '../mcp/endpoint.js';
+import { JSON_RPC_ERRORS } from '../mcp/json-rpc.js';
 import { allowedHostnames } from '../mcp/host-guard.js';
 import { lazy } from '../mcp/plugin.js';
 import {
@@ -23,7 +24,7 @@ import {
   unauthorized,
 } from './auth.js';
 import { agencyFastPath } from './fast-path.js';
-import { DashboardGateway, ExchangeRefused } from './gateway.js';
+import { DashboardGateway, ExchangeRefused, ExchangeUnavailable } from './gateway.js';
 import { agencyServerFactory } from './server.js';
 import { WRITE_TOOL_NAMES } from './tools.js';
 
@@ -118,6 +119,13 @@ async function prepareCall(
     call.dashboardToken = await gateway.dashboardToken(auth.token);
     if (method === 'tools/list') call.permissions = await permissionsNow(gateway, call);
   } catch (e) {
+    if (e instanceof ExchangeUnavailable) {
+      // The caller did nothing wrong: say so, and tell the operator (the log line names what to fix).
+      request.log.error({ err: e }, 'agency MCP cannot exchange tokens');
+      reply.header('retry-after', '30');
+      const message = 'The agency MCP server cannot reach its authorization server right now; retry later';
+      return sendJsonRpcError(request, reply, 503, JSON_RPC_ERRORS.serverError, message);
+    }
     if (!(e instanceof ExchangeRefused)) throw e;
     gateway.forget(auth.token);
     return sendAuthError(request, reply, unauthorized(metadataUrl, 'invalid_token', e.message));

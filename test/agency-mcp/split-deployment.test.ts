@@ -1,0 +1,137 @@
+import { createServer } from 'node:net';
+import { pino } from 'pino';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { type Services, startServices } from '../../src/app.js';
+import { loadConfig } from '../../src/config/config.js';
+import { inProcessDashboardApi } from '../../src/dashboard-api/plugin.js';
+import { revokeConnection } from '../../src/domain/connections.js';
+import { ENGINE, LogCapture, startTestServer, type TestServer } from '../helpers/harness.js';
+import { connectClient, MODERN, modernRequest } from '../helpers/mcp.js';
+import { AGENCY_SECRET, grant } from './helpers.js';
+
+/**
+ * `svc start --only agency-mcp` beside a separate authorization server: the agency MCP server then reaches the
+ * token exchange and the dashboard API over HTTP at AUTH_URL, authenticated with the shared client secret.
+ */
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+
+let auth: TestServer;
+let agency: Services;
+let agencyUrl: string;
+
+beforeAll(async () => {
+  const port = await freePort();
+  agencyUrl = `http://127.0.0.1:${port}`;
+  auth = await startTestServer({
+    env: { AGENCY_MCP_URL: agencyUrl, AGENCY_MCP_CLIENT_SECRET: AGENCY_SECRET },
+  });
+  const database = auth.config.databaseUrl
+    ? { DATABASE_URL: auth.config.databaseUrl }
+    : { DATA_DIR: auth.config.dataDir };
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    HOST: '127.0.0.1',
+    API_PORT: '0',
+    MCP_PORT: '0',
+    AUTH_PORT: '0',
+    AGENCY_MCP_PORT: String(port),
+    BASE_URL: auth.url.api,
+    MCP_URL: auth.url.mcp,
+    AUTH_URL: auth.url.auth,
+    AGENCY_MCP_URL: agencyUrl,
+    AGENCY_MCP_CLIENT_SECRET: AGENCY_SECRET,
+    ...database,
+  });
+  agency = await startServices(config, {
+    only: ['agency-mcp'],
+    clock: auth.clock,
+    logger: pino({ level: 'silent' }),
+    seedDemoIfEmpty: false,
+  });
+});
+afterAll(async () => {
+  await agency?.close();
+  await auth?.close();
+});
+
+it(`serves tools through the token exchange and the dashboard API over HTTP (${ENGINE})`, async () => {
+  expect(inProcessDashboardApi(agency.ctx), 'no auth surface in this process').toBeUndefined();
+  const { token } = await grant(auth);
+  const client = await connectClient(`${agencyUrl}/mcp`, token, MODERN);
+  try {
+    const tools = (await client.listTools()).tools.map((t) => t.name);
+    expect(tools).toContain('list_clients');
+    const result = await client.callTool({ name: 'list_clients', arguments: {} });
+    expect(result.isError).toBeFalsy();
+    const list = result.structuredContent as { object: string; data: { object: string }[] };
+    expect(list.object).toBe('list');
+    expect(list.data.length).toBeGreaterThan(0);
+    expect(list.data.every((c) => c.object === 'client')).toBe(true);
+  } finally {
+    await client.close();
+  }
+});
+
+it('stops serving a connection revoked by the authorization server, within the liveness bound', async () => {
+  const g = await grant(auth);
+  const call = () =>
+    modernRequest(
+      `${agencyUrl}/mcp`,
+      'tools/call',
+      { name: 'list_clients', arguments: {} },
+      { token: g.token },
+    );
+  expect((await call()).status).toBe(200);
+  await revokeConnection(auth.services.ctx.db, auth.clock, g.connection.id, 'disconnected');
+  auth.clock.advance(auth.config.livenessCacheSeconds * 1000 + 1);
+  const refused = await call();
+  expect(refused.status).toBe(401);
+  expect(refused.headers.get('www-authenticate')).toContain('resource_metadata=');
+});
+
+it('answers 503, and tells the operator, when its client secret is not the authorization server’s', async () => {
+  const logs = new LogCapture();
+  const other = await startServices(
+    loadConfig({
+      NODE_ENV: 'test',
+      HOST: '127.0.0.1',
+      AGENCY_MCP_PORT: '0',
+      AUTH_URL: auth.url.auth,
+      AGENCY_MCP_URL: agencyUrl,
+      AGENCY_MCP_CLIENT_SECRET: 'x'.repeat(40),
+      ...(auth.config.databaseUrl
+        ? { DATABASE_URL: auth.config.databaseUrl }
+        : { DATA_DIR: auth.config.dataDir }),
+    }),
+    {
+      only: ['agency-mcp'],
+      clock: auth.clock,
+      logger: pino({ level: 'info' }, logs.stream),
+      seedDemoIfEmpty: false,
+    },
+  );
+  try {
+    const { token } = await grant(auth);
+    const port = other.ctx.config.ports['agency-mcp'];
+    const res = await modernRequest(
+      `http://127.0.0.1:${port}/mcp`,
+      'tools/call',
+      { name: 'list_clients', arguments: {} },
+      { token },
+    );
+    // Not the caller's fault: 503 with Retry-After and a JSON-RPC error, and a log line naming the setting to fix.
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('30');
+    expect(((await res.json()) as { error: { code: number } }).error.code).toBe(-32000);
+    expect(JSON.stringify(logs.lines)).toContain('AGENCY_MCP_CLIENT_SECRET');
+  } finally {
+    await other.close();
+  }
+});
