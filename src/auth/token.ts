@@ -5,6 +5,7 @@ import {
   CONNECTION_TTL_MS,
   type ConnectionRow,
   revokeConnection,
+  pruneExpiredGrantsHourly,
 } from '../domain/connections.js';
 import { parseList } from '../domain/permissions.js';
 import { ACCESS_TOKEN_TTL_SECONDS, mintConnectionAccessToken } from './access-token.js';
@@ -202,6 +203,7 @@ async function insertRefreshToken(
 const successorOf = (token: string, salt: string) => hmac(token, salt);
 
 async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply): Promise<FastifyReply> {
+  await pruneExpiredGrantsHourly(ctx.db, ctx.clock);
   const token = p.require('refresh_token');
   const clientId = p.require('client_id');
   const requestedScope = p.get('scope');

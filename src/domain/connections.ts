@@ -204,6 +204,19 @@ export async function endMemberConnections(
 export async function pruneExpiredGrants(db: Db, clock: Clock): Promise<void> {
   const cutoff = clock.now() - 3600_000;
   await db.deleteFrom('authorization_codes').where('expires_at', '<', cutoff).execute();
+  // One row per rotation: an expired one can no longer be used nor meaningfully reused, so it goes. Rotated tokens
+  // that have not expired stay, because presenting one again is how reuse is detected (SPEC §5.4).
+  await db.deleteFrom('refresh_tokens').where('expires_at', '<', cutoff).execute();
   const abandoned = db.deleteFrom('connections').where('status', '=', 'pending');
   await abandoned.where('expires_at', '<', cutoff).execute();
+}
+
+const PRUNE_INTERVAL_MS = 3600_000;
+let lastPrune = Number.NEGATIVE_INFINITY;
+
+/** `pruneExpiredGrants`, at most once an hour per process: cheap enough to call from the refresh path. */
+export async function pruneExpiredGrantsHourly(db: Db, clock: Clock): Promise<void> {
+  if (clock.now() - lastPrune < PRUNE_INTERVAL_MS) return;
+  lastPrune = clock.now();
+  await pruneExpiredGrants(db, clock);
 }

@@ -1,12 +1,14 @@
 import { type Kysely, type Migration, type MigrationResult, Migrator, PostgresAdapter, sql } from 'kysely';
 import * as m0001 from './migrations/0001-users-sessions-keys.js';
 import * as m0002 from './migrations/0002-agencies-connections.js';
+import * as m0003 from './migrations/0003-refresh-token-expiry-index.js';
 import type { Database } from './schema.js';
 
 /** Versioned migrations, in order. A migration, once released, is never edited: add a new one. */
 const migrations: Record<string, Migration> = {
   '0001-users-sessions-keys': m0001,
   '0002-agencies-connections': m0002,
+  '0003-refresh-token-expiry-index': m0003,
 };
 
 export async function migrateToLatest(db: Kysely<Database>): Promise<MigrationResult[]> {

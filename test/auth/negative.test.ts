@@ -456,6 +456,21 @@ describe(`refresh tokens (${ENGINE})`, () => {
     const conn = await connectionStatus(server, a.body['access_token']!);
     expect(conn.expires_at).toBe(server.clock.now() + 30 * 24 * 3600_000);
   });
+  it('expired refresh tokens are pruned; rotated ones that have not expired are kept for reuse detection', async () => {
+    const { tokens } = await fresh();
+    const a = await refresh(tokens['refresh_token']!);
+    const rows = () =>
+      server.services.ctx.db.selectFrom('refresh_tokens').select(['hash', 'expires_at']).execute();
+    const before = await rows();
+    expect(before.length).toBeGreaterThanOrEqual(2);
+    server.clock.advance(31 * 24 * 3600_000);
+    // Any refresh (here an unknown token) prunes at most once an hour per process.
+    await refresh('unknown-token');
+    const after = await rows();
+    expect(after.every((r) => r.expires_at >= server.clock.now() - 3600_000)).toBe(true);
+    expect(after.length).toBeLessThan(before.length);
+    expect((await refresh(a.body['refresh_token']!)).body['error']).toBe('invalid_grant');
+  });
   it('reuse of a rotated token → invalid_grant and the whole connection is revoked', async () => {
     const { tokens } = await fresh();
     const a = await refresh(tokens['refresh_token']!);
