@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
+import { currentGrant } from '../domain/connections.js';
 import { effectivePermissions } from '../domain/permissions.js';
 import { signJwt, TOKEN_TYPES } from '../tokens/jwt.js';
 import { type OAuthPrincipal, TokenError } from '../tokens/verifier.js';
@@ -166,21 +167,7 @@ async function verifySubject(ctx: AppContext, token: string): Promise<BoundPrinc
 
 /** The connection, read now (not from a cache): revoked, expired, or its member removed → refused (SPEC §5.5). */
 async function liveGrant(ctx: AppContext, subject: BoundPrincipal) {
-  const row = await ctx.db
-    .selectFrom('connections as c')
-    .innerJoin('members as m', 'm.id', 'c.member_id')
-    .innerJoin('agencies as a', 'a.id', 'c.agency_id')
-    .select([
-      'c.status',
-      'c.expires_at',
-      'c.ceiling',
-      'c.member_id',
-      'm.status as member_status',
-      'm.role',
-      'a.agent_write_enabled',
-    ])
-    .where('c.id', '=', subject.connectionId)
-    .executeTakeFirst();
+  const row = await currentGrant(ctx.db, subject.connectionId);
   const now = ctx.clock.now();
   if (row?.status !== 'active' || row.expires_at <= now) {
     throw new OAuthError('invalid_request', 'The connection behind the subject token has ended');

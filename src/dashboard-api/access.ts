@@ -1,6 +1,7 @@
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
 import { activeMembership } from '../domain/agencies.js';
+import { currentGrant } from '../domain/connections.js';
 import { effectivePermissions, type Permission, type Role, rolePermissions } from '../domain/permissions.js';
 import { BearerError } from '../http/bearer.js';
 import { ApiError } from '../http/errors.js';
@@ -33,7 +34,7 @@ export async function accessOfDashboardToken(
 ): Promise<CallerAccess> {
   const audience = dashboardApiAudience(ctx);
   const principal = await verifyDashboardToken(ctx, token, audience);
-  const row = await grantOf(ctx, principal.connectionId);
+  const row = await currentGrant(ctx.db, principal.connectionId);
   const now = ctx.clock.now();
   const live =
     row !== undefined &&
@@ -92,25 +93,6 @@ async function verifyDashboardToken(
     // An agent's access token (at+jwt) lands here too: it is of another kind and for another audience.
     throw authenticationError(e.failure, e.message, audience);
   }
-}
-
-function grantOf(ctx: AppContext, connectionId: string) {
-  return ctx.db
-    .selectFrom('connections as c')
-    .innerJoin('members as m', 'm.id', 'c.member_id')
-    .innerJoin('agencies as a', 'a.id', 'c.agency_id')
-    .select([
-      'c.status',
-      'c.expires_at',
-      'c.ceiling',
-      'c.member_id',
-      'c.agency_id',
-      'm.status as member_status',
-      'm.role',
-      'a.agent_write_enabled',
-    ])
-    .where('c.id', '=', connectionId)
-    .executeTakeFirst();
 }
 
 /** A token is bound to one agency (SPEC §5.2.1); another agency's data "does not exist or is not yours". */

@@ -220,3 +220,26 @@ export async function pruneExpiredGrantsHourly(db: Db, clock: Clock): Promise<vo
   lastPrune = clock.now();
   await pruneExpiredGrants(db, clock);
 }
+
+/**
+ * A connection as it stands now, with its member's status and role and the agency's write setting — read from the
+ * database, never a cache, by every check that must see a disconnect, role change or removal at once (DESIGN §3).
+ */
+export function currentGrant(db: Kysely<Database>, connectionId: string) {
+  return db
+    .selectFrom('connections as c')
+    .innerJoin('members as m', 'm.id', 'c.member_id')
+    .innerJoin('agencies as a', 'a.id', 'c.agency_id')
+    .select([
+      'c.status',
+      'c.expires_at',
+      'c.ceiling',
+      'c.member_id',
+      'c.agency_id',
+      'm.status as member_status',
+      'm.role',
+      'a.agent_write_enabled',
+    ])
+    .where('c.id', '=', connectionId)
+    .executeTakeFirst();
+}
