@@ -5,104 +5,23 @@
 // Standalone: `npm run build && node bench/refresh.mjs` (PostgreSQL from BENCH_DATABASE_URL or TEST_DATABASE_URL).
 
 import { spawn } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { startSvc } from './lib.mjs';
+import { connectAgent, tokenRequest } from './oauth-flow.mjs';
 
-const REDIRECT = 'http://127.0.0.1:9/callback';
 const PG_URL =
   process.env.BENCH_DATABASE_URL ??
   process.env.TEST_DATABASE_URL ??
   'postgres://postgres@127.0.0.1:5432/test';
 
-/** A cookie-keeping form client: signs in on the pages and consents, as a person would, to get a refresh token. */
+/** A client with its own refresh chain: consented with one permission, refresh via offline_access. */
 async function connectClient(auth, agencyResource) {
-  const cookies = new Map();
-  const req = async (path, init = {}) => {
-    const headers = new Headers(init.headers);
-    if (cookies.size) headers.set('cookie', [...cookies].map(([k, v]) => `${k}=${v}`).join('; '));
-    const res = await fetch(path.startsWith('http') ? path : `${auth}${path}`, {
-      ...init,
-      headers,
-      redirect: 'manual',
-    });
-    for (const c of res.headers.getSetCookie()) {
-      const [pair] = c.split(';');
-      const i = pair.indexOf('=');
-      cookies.set(pair.slice(0, i), pair.slice(i + 1));
-    }
-    return res;
-  };
-  const form = (path, fields) =>
-    req(path, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams(fields).toString(),
-    });
-  const reg = await fetch(`${auth}/oauth/register`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      redirect_uris: [REDIRECT],
-      client_name: `bench ${randomBytes(4).toString('hex')}`,
-    }),
-  });
-  const clientId = (await reg.json()).client_id;
-  await req('/sign-in');
-  await form('/sign-in', {
-    csrf: cookies.get('svc_csrf'),
-    username: 'grace',
-    password: 'grace-demo-password',
-    next: '/dashboard',
-  });
-  const verifier = randomBytes(32).toString('base64url');
-  const q = new URLSearchParams({
-    response_type: 'code',
-    client_id: clientId,
-    redirect_uri: REDIRECT,
-    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
-    code_challenge_method: 'S256',
-    resource: agencyResource,
+  const { clientId, tokens } = await connectAgent(auth, agencyResource, {
     scope: 'agency:mcp:read offline_access',
-  });
-  const page = await (await req(`/oauth2/auth?${q}`)).text();
-  const hidden = (name) =>
-    [...page.matchAll(/name="(\w+)" value="([^"]*)"/g)]
-      .find((m) => m[1] === name)?.[2]
-      .replace(/&amp;/g, '&');
-  const fields = new URLSearchParams({
-    csrf: cookies.get('svc_csrf'),
-    request: hidden('request'),
-    agency_id: hidden('agency_id'),
-    decision: 'allow',
-  });
-  fields.append('ceiling', 'tasks:read');
-  const back = await req('/oauth2/auth/consent', {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: fields.toString(),
-  });
-  const code = new URL(back.headers.get('location')).searchParams.get('code');
-  if (!code) throw new Error(`no code: ${back.status} ${back.headers.get('location')}`);
-  const tokens = await refreshCall(auth, {
-    grant_type: 'authorization_code',
-    code,
-    code_verifier: verifier,
-    redirect_uri: REDIRECT,
-    client_id: clientId,
+    ceiling: ['tasks:read'],
   });
   return { clientId, refreshToken: tokens.refresh_token };
-}
-
-async function refreshCall(auth, params) {
-  const res = await fetch(`${auth}/oauth/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams(params).toString(),
-  });
-  const body = await res.json();
-  if (res.status !== 200) throw new Error(`token endpoint answered ${res.status}: ${JSON.stringify(body)}`);
-  return body;
 }
 
 /** Rotates each client's chain for `seconds` (after a 1 s warm-up), all clients at once. */
@@ -111,7 +30,7 @@ async function rotate(name, auth, clients, seconds) {
   const loop = async (client, until, record) => {
     while (performance.now() < until) {
       const t0 = performance.now();
-      const body = await refreshCall(auth, {
+      const body = await tokenRequest(auth, {
         grant_type: 'refresh_token',
         refresh_token: client.refreshToken,
         client_id: client.clientId,
