@@ -1,9 +1,7 @@
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   auth,
@@ -22,6 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addMember } from '../../src/domain/agencies.js';
 import { connectionStatus } from '../auth/oauth-helpers.js';
 import { CHROMIUM, type CallbackServer, launchChromium, startCallbackServer } from '../helpers/browser.js';
+import { makeTestCertificate } from '../helpers/certificate.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import type { McpVersion } from '../helpers/mcp.js';
 import { demo } from './helpers.js';
@@ -92,30 +91,7 @@ const cimdDocument = (path: string) => ({
 
 beforeAll(async () => {
   if (!HAVE_CHROMIUM) return;
-  certDir = mkdtempSync(join(tmpdir(), 'svc-flow-'));
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      join(certDir, 'key.pem'),
-      '-out',
-      join(certDir, 'cert.pem'),
-      '-days',
-      '1',
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
-    ],
-    { stdio: 'ignore' },
-  );
+  certDir = makeTestCertificate('svc-flow-');
   docs = createHttpsServer(
     { key: readFileSync(join(certDir, 'key.pem')), cert: readFileSync(join(certDir, 'cert.pem')) },
     (req, res) => {

@@ -1,11 +1,10 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
+import { makeTestCertificate } from '../helpers/certificate.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import { authorize, authorizeQuery, Browser, pkce, token } from './oauth-helpers.js';
 
@@ -25,30 +24,7 @@ let strict: TestServer;
 const hits: Record<string, number> = {};
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'svc-cimd-'));
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      join(dir, 'key.pem'),
-      '-out',
-      join(dir, 'cert.pem'),
-      '-days',
-      '1',
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
-    ],
-    { stdio: 'ignore' },
-  );
+  dir = makeTestCertificate('svc-cimd-');
   docs = createServer(
     { key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) },
     (req, res) => {
