@@ -30,29 +30,15 @@ export async function tokenRoutes(
 ): Promise<void> {
   app.post('/oauth/token', async (request, reply) => {
     const p = Params.fromBody(request.body);
-    // RFC 8693: the one grant with client authentication (the internal agency MCP client), see token-exchange.ts.
-    if (p.get('grant_type') === TOKEN_EXCHANGE_GRANT) return tokenExchangeGrant(ctx, request, p, reply);
     const grantType = p.require('grant_type');
-    // Another module may add a grant (the RFC 8693 token exchange of the agency MCP server, DESIGN §6); it
-    // authenticates its own client.
-    const extra = extraGrants.get(grantType);
-    if (extra) return extra(ctx, p, request, reply);
+    // RFC 8693: the one grant with client authentication (the internal agency MCP client), see token-exchange.ts.
+    if (grantType === TOKEN_EXCHANGE_GRANT) return tokenExchangeGrant(ctx, request, p, reply);
     refuseClientAuthentication(ctx, request, p);
     if (grantType === 'authorization_code') return authorizationCodeGrant(ctx, registry, p, reply);
     if (grantType === 'refresh_token') return refreshTokenGrant(ctx, p, reply);
     throw new OAuthError('unsupported_grant_type', `grant_type ${grantType} is not supported`);
   });
 }
-
-export type GrantHandler = (
-  ctx: AppContext,
-  params: Params,
-  request: FastifyRequest,
-  reply: FastifyReply,
-) => Promise<FastifyReply>;
-
-/** Grants beyond the two public ones, by grant_type; register before the auth surface is built. */
-export const extraGrants = new Map<string, GrantHandler>();
 
 /** DESIGN §5: token_endpoint_auth_methods_supported is [none]; credentials are refused, not ignored (§5.2). */
 function refuseClientAuthentication(ctx: AppContext, request: FastifyRequest, p: Params): void {

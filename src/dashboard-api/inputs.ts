@@ -84,5 +84,3 @@ export const AddNoteInput = z.strictObject({
   subject_id: z.string().min(1).max(100).describe('The id of that client, project or task'),
   body: z.string().trim().min(1).max(5000).describe('The note text'),
 });
-
-export type ListQuery = z.infer<typeof ListInput>;

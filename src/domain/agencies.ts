@@ -51,10 +51,6 @@ export function findAgency(db: Kysely<Database>, id: string): Promise<AgencyRow 
   return db.selectFrom('agencies').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-export function findMember(db: Kysely<Database>, id: string): Promise<MemberRow | undefined> {
-  return db.selectFrom('members').selectAll().where('id', '=', id).executeTakeFirst();
-}
-
 /** The active membership of a user in an agency, if any. */
 export function activeMembership(
   db: Kysely<Database>,

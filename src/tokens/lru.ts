@@ -34,10 +34,6 @@ export class Lru<K, V> {
     this.map.delete(key);
   }
 
-  clear(): void {
-    this.map.clear();
-  }
-
   get size(): number {
     return this.map.size;
   }
