@@ -23,7 +23,7 @@ export interface AppContext {
   verifier: TokenVerifier;
   sessionLiveness: LivenessCache;
   /** Liveness of connections (OAuth grants); call `forget(id)` after revoking or narrowing one here. */
-  connectionLiveness?: LivenessCache;
+  connectionLiveness: LivenessCache;
   /** User rows by id, for the per-request profile reads (GET /me, get_me); stale for at most LIVENESS_CACHE_SECONDS. */
   users: CachedLookup<UserRow | undefined>;
   versions: VersionRegistry;

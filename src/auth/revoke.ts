@@ -35,7 +35,7 @@ export async function revokeRoutes(app: FastifyInstance, ctx: AppContext): Promi
     // RFC 7009 §2.1: a token of another client is not revoked (and the answer does not say so).
     if (row && (clientId === undefined || clientId === row.client_id)) {
       if (await revokeConnection(ctx.db, ctx.clock, row.id, 'revoked_by_client')) {
-        ctx.connectionLiveness?.forget(row.id);
+        ctx.connectionLiveness.forget(row.id);
         request.log.info({ connection_id: row.id }, 'connection revoked by the client');
       }
     }

@@ -154,7 +154,7 @@ async function authorizationCodeGrant(
 
 async function revokeForReplay(ctx: AppContext, connectionId: string): Promise<void> {
   if (await revokeConnection(ctx.db, ctx.clock, connectionId, 'code_replay')) {
-    ctx.connectionLiveness?.forget(connectionId);
+    ctx.connectionLiveness.forget(connectionId);
     ctx.log.warn({ connection_id: connectionId }, 'authorization code replayed; connection revoked');
   }
 }
@@ -294,7 +294,7 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
     }
     // SPEC §5.4: reusing a rotated refresh token revokes the whole connection.
     if (await revokeConnection(ctx.db, ctx.clock, row!.id, 'refresh_reuse')) {
-      ctx.connectionLiveness?.forget(row!.id);
+      ctx.connectionLiveness.forget(row!.id);
       ctx.log.warn({ connection_id: row!.id }, 'refresh token reused; connection revoked');
     }
     throw invalid('The refresh token was already used; the connection is revoked');

@@ -214,7 +214,7 @@ ${events.length ? markup`<table><thead><tr><th>When</th><th>Event</th><th>Detail
       // Only the member's own connections (SPEC §5.5.1).
       if (!c || c.user_id !== user.userId) throw new PageError(404, 'Not found', 'No such connection.');
       if (await revokeConnection(ctx.db, ctx.clock, c.id, 'disconnected', user.userId))
-        ctx.connectionLiveness?.forget(c.id);
+        ctx.connectionLiveness.forget(c.id);
       return { agencyId: c.agency_id ?? '', done: 'disconnected' };
     }),
   );
@@ -232,7 +232,7 @@ ${events.length ? markup`<table><thead><tr><th>When</th><th>Event</th><th>Detail
       if (!target) throw new PageError(404, 'Not found', 'No such member.');
       const actor = await membershipIn(user.userId, target.agency_id);
       const narrowed = await changeRole(ctx.db, ctx.clock, actor, targetId, role);
-      for (const id of narrowed) ctx.connectionLiveness?.forget(id);
+      for (const id of narrowed) ctx.connectionLiveness.forget(id);
       return { agencyId: target.agency_id, done: 'role-changed' };
     }),
   );
@@ -248,7 +248,7 @@ ${events.length ? markup`<table><thead><tr><th>When</th><th>Event</th><th>Detail
       if (!target) throw new PageError(404, 'Not found', 'No such member.');
       const actor = await membershipIn(user.userId, target.agency_id);
       const ended = await removeMember(ctx.db, ctx.clock, actor, targetId);
-      for (const id of ended) ctx.connectionLiveness?.forget(id);
+      for (const id of ended) ctx.connectionLiveness.forget(id);
       return { agencyId: target.agency_id, done: 'member-removed' };
     }),
   );

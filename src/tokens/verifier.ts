@@ -81,8 +81,8 @@ export interface VerifierOptions {
   clock: Clock;
   cacheSize: number;
   sessions: LivenessCache;
-  /** Connection liveness, when the store has connections (OAuth tokens carry `cid`). */
-  connections?: LivenessCache;
+  /** Connection liveness (OAuth tokens carry `cid`, the grant they were minted under). */
+  connections: LivenessCache;
 }
 
 /**
@@ -94,10 +94,6 @@ export class TokenVerifier {
 
   constructor(private readonly o: VerifierOptions) {
     this.cache = new Lru(o.cacheSize);
-  }
-
-  setConnectionLiveness(connections: LivenessCache): void {
-    this.o.connections = connections;
   }
 
   /** Verifies `token` for `audience`; accepts only the token kinds in `accept`. Throws TokenError. */
@@ -139,8 +135,8 @@ export class TokenVerifier {
       if (!(await this.o.sessions.isLive(p.sessionId)))
         throw new TokenError('revoked', 'The session has ended');
     } else if (p.connectionId !== undefined) {
-      const live = this.o.connections ? await this.o.connections.isLive(p.connectionId) : false;
-      if (!live) throw new TokenError('revoked', 'The connection behind this token has ended');
+      if (!(await this.o.connections.isLive(p.connectionId)))
+        throw new TokenError('revoked', 'The connection behind this token has ended');
     }
   }
 
