@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type ClientRegistry, clientHost } from '../auth/clients/registry.js';
 import type { AppContext } from '../context.js';
 import {
+  activeMembership,
   changeRole,
   listAgencyMembers,
   listMemberships,
@@ -202,9 +203,19 @@ ${events.length ? markup`<table><thead><tr><th>When</th><th>Event</th><th>Detail
   }
 
   const membershipIn = async (userId: string, agencyId: string) => {
-    const m = (await listMemberships(ctx.db, userId)).find((x) => x.agency.id === agencyId);
-    if (!m) throw new PageError(403, 'Not allowed', 'You are not a member of that agency.');
-    return m.member;
+    const member = await activeMembership(ctx.db, userId, agencyId);
+    if (!member) throw new PageError(403, 'Not allowed', 'You are not a member of that agency.');
+    return member;
+  };
+  /** The member a members action is about, and the acting user's own membership in that member's agency. */
+  const targetAndActor = async (userId: string, targetId: string) => {
+    const target = await ctx.db
+      .selectFrom('members')
+      .select('agency_id')
+      .where('id', '=', targetId)
+      .executeTakeFirst();
+    if (!target) throw new PageError(404, 'Not found', 'No such member.');
+    return { agencyId: target.agency_id, actor: await membershipIn(userId, target.agency_id) };
   };
 
   app.post('/dashboard/connections/:id/disconnect', async (request, reply) =>
@@ -224,32 +235,20 @@ ${events.length ? markup`<table><thead><tr><th>When</th><th>Event</th><th>Detail
       const targetId = (request.params as { id: string }).id;
       const role = form.get('role');
       if (!isRole(role)) throw new PageError(400, 'Bad request', 'Choose a role.');
-      const target = await ctx.db
-        .selectFrom('members')
-        .select('agency_id')
-        .where('id', '=', targetId)
-        .executeTakeFirst();
-      if (!target) throw new PageError(404, 'Not found', 'No such member.');
-      const actor = await membershipIn(user.userId, target.agency_id);
+      const { agencyId, actor } = await targetAndActor(user.userId, targetId);
       const narrowed = await changeRole(ctx.db, ctx.clock, actor, targetId, role);
       for (const id of narrowed) ctx.connectionLiveness.forget(id);
-      return { agencyId: target.agency_id, done: 'role-changed' };
+      return { agencyId, done: 'role-changed' };
     }),
   );
 
   app.post('/dashboard/members/:id/remove', async (request, reply) =>
     action(request, reply, async (user) => {
       const targetId = (request.params as { id: string }).id;
-      const target = await ctx.db
-        .selectFrom('members')
-        .select('agency_id')
-        .where('id', '=', targetId)
-        .executeTakeFirst();
-      if (!target) throw new PageError(404, 'Not found', 'No such member.');
-      const actor = await membershipIn(user.userId, target.agency_id);
+      const { agencyId, actor } = await targetAndActor(user.userId, targetId);
       const ended = await removeMember(ctx.db, ctx.clock, actor, targetId);
       for (const id of ended) ctx.connectionLiveness.forget(id);
-      return { agencyId: target.agency_id, done: 'member-removed' };
+      return { agencyId, done: 'member-removed' };
     }),
   );
 
