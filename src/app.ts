@@ -129,6 +129,19 @@ async function buildContext(
       capacity: config.tokenCacheSize,
       load: (id) => findUserById(store.db, id),
     }),
+    clientPins: new CachedLookup({
+      clock,
+      ttlMs,
+      capacity: config.tokenCacheSize,
+      load: async (clientId) =>
+        (
+          await store.db
+            .selectFrom('oauth_clients')
+            .select('api_version')
+            .where('client_id', '=', clientId)
+            .executeTakeFirst()
+        )?.api_version ?? null,
+    }),
     verifier: new TokenVerifier({
       issuer: () => config.urls.auth ?? '',
       keys,

@@ -13,12 +13,8 @@ export async function resolveVersion(
 ): Promise<string> {
   if (requested) return requested;
   if (principal.kind === 'oauth') {
-    const client = await ctx.db
-      .selectFrom('oauth_clients')
-      .select('api_version')
-      .where('client_id', '=', principal.clientId)
-      .executeTakeFirst();
-    if (ctx.versions.has(client?.api_version)) return client.api_version;
+    const clientPin = await ctx.clientPins.get(principal.clientId);
+    if (ctx.versions.has(clientPin)) return clientPin;
   }
   if (ctx.versions.has(userPin)) return userPin;
   return ctx.versions.baseline;
