@@ -58,6 +58,22 @@ describe('HTTP behaviour of the companions', () => {
     expect(await head.text()).toBe('');
   });
 
+  it('OAuth metadata documents are served the same way: CORS, caching, ETag and 304', async () => {
+    for (const url of [
+      `${server.url.auth}/.well-known/oauth-authorization-server`,
+      `${server.url.mcp}/.well-known/oauth-protected-resource/mcp`,
+      `${server.url.mcp}/.well-known/oauth-protected-resource`,
+      `${server.url.agencyMcp}/.well-known/oauth-protected-resource/mcp`,
+    ]) {
+      const res = await get(url);
+      expect(res.status, url).toBe(200);
+      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(res.headers.get('access-control-allow-origin')).toBe('*');
+      expect(res.headers.get('cache-control')).toMatch(/public, max-age=\d+/);
+      expect((await get(url, { 'if-none-match': res.headers.get('etag')! })).status, url).toBe(304);
+    }
+  });
+
   it('points every REST host response at the AI catalog with a Link header', async () => {
     for (const path of ['/health', '/me', '/nope', '/llms.txt']) {
       expect((await get(`${server.url.api}${path}`)).headers.get('link')).toBe(

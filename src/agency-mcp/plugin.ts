@@ -2,7 +2,7 @@ import { createMcpHandler } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SCOPES } from '../auth/scopes.js';
 import { mcpHostCompanions } from '../companions/hosts.js';
-import { serveCompanions } from '../companions/serve.js';
+import { servePublicDocuments } from '../http/public-documents.js';
 import { type AppContext, urls } from '../context.js';
 import type { Access } from '../dashboard-api/resources.js';
 import { McpAuthError } from '../mcp/auth.js';
@@ -38,7 +38,7 @@ const SCOPES_SUPPORTED = ['mcp:read', 'mcp:write'];
 export async function agencyMcpSurface(app: FastifyInstance, ctx: AppContext): Promise<void> {
   const site = lazy(() => agencyMcpSite(ctx));
   // SEP-2127 server card, at `<mcp-url>/server-card` and the well-known location.
-  serveCompanions(app, mcpHostCompanions(ctx, 'agency'));
+  servePublicDocuments(app, mcpHostCompanions(ctx, 'agency'));
   registerProtectedResourceMetadata(app, '/mcp', () => ({
     resource: site().resource,
     authorizationServers: [urls.issuer(ctx.config)],

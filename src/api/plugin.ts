@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AI_CATALOG_PATH } from '../companions/ai-catalog.js';
 import { restHostCompanions } from '../companions/hosts.js';
-import { serveCompanions } from '../companions/serve.js';
+import { servePublicDocuments } from '../http/public-documents.js';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
 import { renderUser } from '../domain/resources.js';
@@ -50,7 +50,7 @@ export async function apiSurface(app: FastifyInstance, ctx: AppContext): Promise
   });
 
   // The machine-readable companions (SPEC §1), generated from the running configuration.
-  serveCompanions(app, restHostCompanions(ctx));
+  servePublicDocuments(app, restHostCompanions(ctx));
 }
 
 async function currentUser(ctx: AppContext, principal: Principal) {

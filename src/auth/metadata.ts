@@ -1,5 +1,6 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.js';
+import { servePublicDocuments } from '../http/public-documents.js';
 import { urls } from '../context.js';
 import { PKCE_METHODS } from './pkce.js';
 import { SCOPES_SUPPORTED } from './scopes.js';
@@ -29,11 +30,12 @@ export function authorizationServerMetadata(ctx: AppContext): Record<string, unk
 }
 
 export async function metadataRoutes(app: FastifyInstance, ctx: AppContext): Promise<void> {
-  const send = async (_r: unknown, reply: FastifyReply) =>
-    reply
-      .header('cache-control', 'public, max-age=300')
-      .header('access-control-allow-origin', '*')
-      .type('application/json; charset=utf-8')
-      .send(authorizationServerMetadata(ctx));
-  app.get('/.well-known/oauth-authorization-server', send);
+  const path = '/.well-known/oauth-authorization-server';
+  servePublicDocuments(app, {
+    [path]: () => ({
+      path,
+      contentType: 'application/json; charset=utf-8',
+      body: JSON.stringify(authorizationServerMetadata(ctx)),
+    }),
+  });
 }

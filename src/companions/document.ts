@@ -1,12 +1,8 @@
+import type { PublicDocument } from '../http/public-documents.js';
 import { createHash } from 'node:crypto';
 
-/** A public, machine-readable document served as it is (SPEC §1 companions). */
-export interface Companion {
-  /** Path on its host, e.g. `/llms.txt`. */
-  path: string;
-  contentType: string;
-  body: string;
-}
+/** A machine-readable companion for agents (SPEC §1). */
+export type Companion = PublicDocument;
 
 /** The `sha256:<hex>` digest of the exact bytes a document is served as (Agent Skills Discovery `digest`). */
 export function sha256Digest(body: string): string {

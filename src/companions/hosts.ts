@@ -4,7 +4,7 @@ import { AI_CATALOG_PATH, aiCatalog } from './ai-catalog.js';
 import { authMd } from './auth-md.js';
 import { json } from './document.js';
 import { llmsTxt } from './llms-txt.js';
-import type { CompanionBuilders } from './serve.js';
+import type { DocumentBuilders } from '../http/public-documents.js';
 import { SERVER_CARD_MEDIA_TYPE, serverCard, serverCardName, serverCardUrl } from './server-cards.js';
 import { SKILL_NAMES, SKILLS_INDEX_PATH, skillDocuments, skillPath } from './skills.js';
 
@@ -12,7 +12,7 @@ import { SKILL_NAMES, SKILLS_INDEX_PATH, skillDocuments, skillPath } from './ski
 export const WELL_KNOWN_SERVER_CARD = '/.well-known/mcp/server-card.json';
 
 /** Every companion the REST host serves, by path. */
-export function restHostCompanions(ctx: AppContext): CompanionBuilders {
+export function restHostCompanions(ctx: AppContext): DocumentBuilders {
   const c = ctx.config;
   const skills = () => new Map(skillDocuments(c).map((d) => [d.path, d]));
   return {
@@ -43,7 +43,7 @@ export function restHostCompanions(ctx: AppContext): CompanionBuilders {
 }
 
 /** An MCP host's own card, at `<mcp-url>/server-card` and at the well-known location. */
-export function mcpHostCompanions(ctx: AppContext, kind: 'user' | 'agency'): CompanionBuilders {
+export function mcpHostCompanions(ctx: AppContext, kind: 'user' | 'agency'): DocumentBuilders {
   const card = (path: string) => () => ({
     path,
     contentType: SERVER_CARD_MEDIA_TYPE,

@@ -1,7 +1,7 @@
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { mcpHostCompanions } from '../companions/hosts.js';
-import { serveCompanions } from '../companions/serve.js';
+import { servePublicDocuments } from '../http/public-documents.js';
 import { type AppContext, urls } from '../context.js';
 import { authenticateMcpRequest, type McpAuthPolicy, toAuthInfo } from './auth.js';
 import { mountMcpEndpoint } from './endpoint.js';
@@ -25,7 +25,7 @@ export async function mcpSurface(app: FastifyInstance, ctx: AppContext): Promise
     resourceName: 'Svc user MCP server',
   }));
   // SEP-2127 server card, at `<mcp-url>/server-card` and the well-known location.
-  serveCompanions(app, mcpHostCompanions(ctx, 'user'));
+  servePublicDocuments(app, mcpHostCompanions(ctx, 'user'));
   const handler = createMcpHandler(userServerFactory(ctx), {
     maxRequestBodySize: ctx.config.bodyLimitBytes,
     onerror: (error) => reportSdkError(ctx.log, error),

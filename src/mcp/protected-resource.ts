@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { servePublicDocuments } from '../http/public-documents.js';
 
 /** What an OAuth protected resource publishes about itself (RFC 9728 §2). */
 export interface ProtectedResource {
@@ -41,18 +42,11 @@ export function registerProtectedResourceMetadata(
   resourcePath: string,
   describe: () => ProtectedResource,
 ): void {
-  let cached: string | undefined;
-  const body = () => {
-    cached ??= JSON.stringify(protectedResourceMetadata(describe()));
-    return cached;
-  };
-  for (const path of new Set([WELL_KNOWN, `${WELL_KNOWN}${resourcePath === '/' ? '' : resourcePath}`])) {
-    app.get(path, async (_request, reply) =>
-      reply
-        .type('application/json; charset=utf-8')
-        .header('cache-control', 'public, max-age=300')
-        .header('access-control-allow-origin', '*')
-        .send(body()),
-    );
-  }
+  const document = (path: string) => () => ({
+    path,
+    contentType: 'application/json; charset=utf-8',
+    body: JSON.stringify(protectedResourceMetadata(describe())),
+  });
+  const paths = new Set([WELL_KNOWN, `${WELL_KNOWN}${resourcePath === '/' ? '' : resourcePath}`]);
+  servePublicDocuments(app, Object.fromEntries([...paths].map((path) => [path, document(path)])));
 }

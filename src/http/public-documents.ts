@@ -1,20 +1,27 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Companion } from './document.js';
 
-interface Served extends Companion {
+/** A public document served as it is: metadata, discovery documents, the companions for agents. */
+export interface PublicDocument {
+  /** Path on its host, e.g. `/llms.txt`. */
+  path: string;
+  contentType: string;
+  body: string;
+}
+
+interface Served extends PublicDocument {
   etag: string;
 }
 
 /** A document's path and how to build it; built on first request, when every public URL is known. */
-export type CompanionBuilders = Record<string, () => Companion>;
+export type DocumentBuilders = Record<string, () => PublicDocument>;
 
 /**
- * Serves public companion documents (GET and HEAD) with their media type, `Access-Control-Allow-Origin: *`,
+ * Serves public documents (GET and HEAD) with their media type, `Access-Control-Allow-Origin: *`,
  * `Cache-Control`, and a strong `ETag` answered with 304 on a matching `If-None-Match` (RFC 9110 §13.1.2).
  * Each document is built once, on its first request, and then served from memory.
  */
-export function serveCompanions(app: FastifyInstance, builders: CompanionBuilders): void {
+export function servePublicDocuments(app: FastifyInstance, builders: DocumentBuilders): void {
   for (const [path, build] of Object.entries(builders)) {
     let served: Served | undefined;
     app.get(path, (request, reply) => {
