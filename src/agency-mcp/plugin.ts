@@ -63,7 +63,7 @@ export async function agencyMcpSurface(app: FastifyInstance, ctx: AppContext): P
       return toAgencyAuthInfo(token, principal, site().resourceUrl, request.id);
     },
     handler,
-    fastPath: agencyFastPath(gateway),
+    ...(ctx.config.mcpFastPath ? { fastPath: agencyFastPath(gateway) } : {}),
   });
 }
 

@@ -100,7 +100,7 @@ export interface Config {
   maxHeaderBytes: number;
   signinLimit: { perUsername: number; perIp: number; windowSeconds: number };
   shutdownTimeoutSeconds: number;
-  /** Answer canonical `tools/call get_me` without the SDK (src/mcp/fast-path.ts); off = every call through the SDK. */
+  /** Both MCP servers answer their hottest canonical calls without the SDK (src/mcp/fast-path.ts); off = all via the SDK. */
   mcpFastPath: boolean;
   oauth: {
     /** Issue `user:read` tokens for BASE_URL and {MCP_URL}/mcp (SPEC §5.1.4: not open yet, so off by default). */

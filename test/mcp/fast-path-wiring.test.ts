@@ -1,0 +1,49 @@
+import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import { signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { modernRequest, post } from '../helpers/mcp.js';
+
+// Counts the SDK servers the user MCP endpoint builds: the fast path must answer canonical get_me without one.
+const built = vi.hoisted(() => ({ count: 0 }));
+vi.mock('../../src/mcp/user-server.js', async (importOriginal) => {
+  const original = await importOriginal<typeof import('../../src/mcp/user-server.js')>();
+  return {
+    ...original,
+    userServerFactory: (...args: Parameters<typeof original.userServerFactory>) => {
+      const factory = original.userServerFactory(...args);
+      return (...request: Parameters<typeof factory>) => {
+        built.count++;
+        return factory(...request);
+      };
+    },
+  };
+});
+
+let server: TestServer;
+let token: string;
+beforeAll(async () => {
+  server = await startTestServer();
+  token = (await signIn(server)).token;
+});
+afterAll(() => server.close());
+
+const endpoint = () => `${server.url.mcp}/mcp`;
+
+it('answers canonical tools/call get_me on both wires without building an SDK server', async () => {
+  const before = built.count;
+  expect(
+    (await modernRequest(endpoint(), 'tools/call', { name: 'get_me', arguments: {} }, { token })).status,
+  ).toBe(200);
+  const legacy = await post(
+    endpoint(),
+    { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'get_me' } },
+    { token, headers: { 'mcp-protocol-version': '2025-11-25' } },
+  );
+  expect(legacy.status).toBe(200);
+  expect(built.count).toBe(before);
+});
+
+it('hands everything else to the SDK', async () => {
+  const before = built.count;
+  expect((await modernRequest(endpoint(), 'tools/list', {}, { token })).status).toBe(200);
+  expect(built.count).toBe(before + 1);
+});
