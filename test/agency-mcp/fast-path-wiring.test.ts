@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import type * as AgencyServerModule from '../../src/agency-mcp/server.js';
 import { startTestServer, type TestServer } from '../helpers/harness.js';
 import { modernRequest } from '../helpers/mcp.js';
 import { AGENCY_SECRET, grant } from './helpers.js';
@@ -6,7 +7,7 @@ import { AGENCY_SECRET, grant } from './helpers.js';
 // Counts the SDK servers the agency MCP endpoint builds: no-argument reads in canonical form must not need one.
 const built = vi.hoisted(() => ({ count: 0 }));
 vi.mock('../../src/agency-mcp/server.js', async (importOriginal) => {
-  const original = await importOriginal<typeof import('../../src/agency-mcp/server.js')>();
+  const original = await importOriginal<typeof AgencyServerModule>();
   return {
     ...original,
     agencyServerFactory: (...args: Parameters<typeof original.agencyServerFactory>) => {

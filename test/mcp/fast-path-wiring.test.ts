@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import type * as UserServerModule from '../../src/mcp/user-server.js';
 import { signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 import { modernRequest, post } from '../helpers/mcp.js';
 
 // Counts the SDK servers the user MCP endpoint builds: the fast path must answer canonical get_me without one.
 const built = vi.hoisted(() => ({ count: 0 }));
 vi.mock('../../src/mcp/user-server.js', async (importOriginal) => {
-  const original = await importOriginal<typeof import('../../src/mcp/user-server.js')>();
+  const original = await importOriginal<typeof UserServerModule>();
   return {
     ...original,
     userServerFactory: (...args: Parameters<typeof original.userServerFactory>) => {
