@@ -42,33 +42,25 @@ async function svc(...args: string[]) {
   return { code, out: out.join('\n'), err: err.join('\n') };
 }
 
+const COMMANDS = [
+  'start',
+  'migrate',
+  'seed-demo',
+  'users create',
+  'users pin',
+  'clients pin',
+  'sessions create',
+  'keys rotate',
+];
+
 describe('svc', () => {
   it('lists its commands', async () => {
     const r = await svc('--help');
     expect(r.code).toBe(0);
-    for (const c of [
-      'start',
-      'migrate',
-      'seed-demo',
-      'users create',
-      'users pin',
-      'clients pin',
-      'sessions create',
-      'keys rotate',
-    ])
-      expect(r.out).toContain(c);
+    for (const c of COMMANDS) expect(r.out).toContain(c);
   });
 
-  it.each([
-    'start',
-    'migrate',
-    'seed-demo',
-    'users create',
-    'users pin',
-    'clients pin',
-    'sessions create',
-    'keys rotate',
-  ])('%s --help', async (command) => {
+  it.each(COMMANDS)('%s --help', async (command) => {
     const r = await svc(...command.split(' '), '--help');
     expect(r.code).toBe(0);
     expect(r.out).toMatch(new RegExp(`^Usage: svc ${command}`));

@@ -13,7 +13,7 @@ import {
   post,
 } from '../helpers/mcp.js';
 import { mintAccessToken, signWithServerKey, TOKEN_TYPES } from '../helpers/tokens.js';
-import { AGENCY_SECRET, demo, exchange, type Grant, grant } from './helpers.js';
+import { AGENCY_SECRET, demo, exchange, type Grant, grant, READ_TOOLS, WRITE_TOOLS } from './helpers.js';
 
 let server: TestServer;
 let endpoint: string;
@@ -28,25 +28,6 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
-const READ_TOOLS = [
-  'get_agency',
-  'list_members',
-  'get_member',
-  'list_clients',
-  'get_client',
-  'list_projects',
-  'get_project',
-  'list_tasks',
-];
-const WRITE_TOOLS = [
-  'create_client',
-  'update_client',
-  'create_project',
-  'update_project',
-  'create_task',
-  'update_task',
-  'add_note',
-];
 const ERAS: McpVersion[] = ['2026-07-28', '2025-11-25'];
 
 const toolNames = async (client: Client) => (await client.listTools()).tools.map((t) => t.name);

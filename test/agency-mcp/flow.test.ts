@@ -23,7 +23,7 @@ import { CHROMIUM, type CallbackServer, launchChromium, startCallbackServer } fr
 import { makeTestCertificate } from '../helpers/certificate.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import type { McpVersion } from '../helpers/mcp.js';
-import { demo } from './helpers.js';
+import { demo, READ_TOOLS, WRITE_TOOLS } from './helpers.js';
 
 /**
  * Issue 5 item 5: the whole flow with real clients. `@modelcontextprotocol/client` 2.x, with an OAuth client provider
@@ -51,25 +51,6 @@ type Registration = (typeof REGISTRATIONS)[number];
 
 const READ = 'agency:mcp:read';
 const WRITE = 'agency:mcp:write';
-const READ_TOOLS = [
-  'get_agency',
-  'list_members',
-  'get_member',
-  'list_clients',
-  'get_client',
-  'list_projects',
-  'get_project',
-  'list_tasks',
-];
-const WRITE_TOOLS = [
-  'create_client',
-  'update_client',
-  'create_project',
-  'update_project',
-  'create_task',
-  'update_task',
-  'add_note',
-];
 
 let certDir: string;
 let docs: HttpsServer;

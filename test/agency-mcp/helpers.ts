@@ -96,3 +96,24 @@ export async function exchange(
   });
   return { res, body: (await res.json()) as Record<string, unknown> };
 }
+
+/** The agency MCP tools of DESIGN §6, written out so that a test fails when the server's set changes. */
+export const READ_TOOLS = [
+  'get_agency',
+  'list_members',
+  'get_member',
+  'list_clients',
+  'get_client',
+  'list_projects',
+  'get_project',
+  'list_tasks',
+];
+export const WRITE_TOOLS = [
+  'create_client',
+  'update_client',
+  'create_project',
+  'update_project',
+  'create_task',
+  'update_task',
+  'add_note',
+];

@@ -53,6 +53,18 @@ const live = (accessToken: string) =>
 const connectAs = (who: string, scope = 'agency:mcp:read agency:mcp:write offline_access') =>
   connect(server, { clientId, redirectUri: REDIRECT, browser: browsers[who]!, scope });
 
+/** The connection behind these tokens has ended: its row says why, its access token is refused, its refresh too. */
+async function expectEnded(tokens: Record<string, string>, reason: string) {
+  expect((await connectionStatus(server, tokens['access_token']!)).revoke_reason).toBe(reason);
+  expect(await live(tokens['access_token']!)).toBe(false);
+  const refresh = await token(server, {
+    grant_type: 'refresh_token',
+    refresh_token: tokens['refresh_token']!,
+    client_id: clientId,
+  });
+  expect(refresh.body['error']).toBe('invalid_grant');
+}
+
 describe(`dashboard (${ENGINE})`, () => {
   it('sends a visitor without a session to the sign-in page', async () => {
     const res = await new Browser(server.url.auth).get('/dashboard');
@@ -84,14 +96,7 @@ describe(`dashboard (${ENGINE})`, () => {
       csrf: browsers['ada']!.csrf,
     });
     expect(res.status).toBe(303);
-    expect((await connectionStatus(server, tokens['access_token']!)).revoke_reason).toBe('disconnected');
-    expect(await live(tokens['access_token']!)).toBe(false);
-    const refresh = await token(server, {
-      grant_type: 'refresh_token',
-      refresh_token: tokens['refresh_token']!,
-      client_id: clientId,
-    });
-    expect(refresh.body['error']).toBe('invalid_grant');
+    await expectEnded(tokens, 'disconnected');
     page = await dashboard('ada');
     expect(page).toMatch(/connection\.revoked/);
     expect(page).toMatch(/reason: disconnected/);
@@ -174,14 +179,7 @@ describe(`dashboard (${ENGINE})`, () => {
       csrf: browsers['ada']!.csrf,
     });
     expect(res.status).toBe(303);
-    expect((await connectionStatus(server, tokens['access_token']!)).revoke_reason).toBe('member_removed');
-    expect(await live(tokens['access_token']!)).toBe(false);
-    const refresh = await token(server, {
-      grant_type: 'refresh_token',
-      refresh_token: tokens['refresh_token']!,
-      client_id: clientId,
-    });
-    expect(refresh.body['error']).toBe('invalid_grant');
+    await expectEnded(tokens, 'member_removed');
     const page = await dashboard('ada');
     expect(page).toMatch(/member\.removed/);
     expect(page).not.toMatch(/Role of linus/);
