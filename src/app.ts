@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { agencyMcpSurface } from './agency-mcp/plugin.js';
-import { apiSurface, REST_HOST_HEADERS } from './api/plugin.js';
+import { apiServerOptions, apiSurface } from './api/plugin.js';
 import { authSurface } from './auth/plugin.js';
 import { type Config, SURFACES, type Surface, urlHost } from './config/config.js';
 import type { AppContext } from './context.js';
@@ -12,7 +12,8 @@ import { isEmpty, seedDemo } from './domain/demo-seed.js';
 import { isSessionLive } from './domain/sessions.js';
 import { findUserById } from './domain/users.js';
 import { connectRedis, type LimiterFactory, memoryLimiters, redisLimiters } from './http/rate-limit.js';
-import { createServer } from './http/server.js';
+import { createServer, type SurfaceServerOptions } from './http/server.js';
+import { MCP_SERVER_OPTIONS } from './mcp/endpoint.js';
 import { mcpSurface } from './mcp/plugin.js';
 import { CachedLookup } from './store/cached-lookup.js';
 import { openStore, type Store } from './store/database.js';
@@ -20,17 +21,20 @@ import { migrateToLatest } from './store/migrate.js';
 import { LivenessCache } from './tokens/liveness.js';
 import { SigningKeys } from './tokens/signing-keys.js';
 import { TokenVerifier } from './tokens/verifier.js';
-import { VERSION_HEADER, type VersionRegistry } from './versions/registry.js';
+import type { VersionRegistry } from './versions/registry.js';
 import { versions as releasedVersions } from './versions/versions.js';
 
-type SurfacePlugin = (app: FastifyInstance, ctx: AppContext) => Promise<void>;
+interface SurfaceModule {
+  plugin: (app: FastifyInstance, ctx: AppContext) => Promise<void>;
+  /** Server-level behaviour the surface owns: static headers, the shape of raw connection errors. */
+  serverOptions?: (ctx: AppContext) => SurfaceServerOptions;
+}
 
-/** The surfaces built so far; the MCP surfaces register here as they are built. */
-const SURFACE_PLUGINS: Partial<Record<Surface, SurfacePlugin>> = {
-  'agency-mcp': agencyMcpSurface,
-  api: apiSurface,
-  auth: authSurface,
-  mcp: mcpSurface,
+const SURFACE_MODULES: Record<Surface, SurfaceModule> = {
+  api: { plugin: apiSurface, serverOptions: apiServerOptions },
+  mcp: { plugin: mcpSurface, serverOptions: () => MCP_SERVER_OPTIONS },
+  'agency-mcp': { plugin: agencyMcpSurface, serverOptions: () => MCP_SERVER_OPTIONS },
+  auth: { plugin: authSurface },
 };
 
 export interface StartOptions {
@@ -59,14 +63,8 @@ export async function startServices(config: Config, o: StartOptions = {}): Promi
   const ctx = await createContext(config, log, o);
   const servers: Partial<Record<Surface, FastifyInstance>> = {};
   try {
-    for (const surface of o.only ?? SURFACES) {
-      const plugin = SURFACE_PLUGINS[surface];
-      if (!plugin) {
-        log.warn({ surface }, 'surface not built yet; skipped');
-        continue;
-      }
-      servers[surface] = await listen(ctx, surface, plugin);
-    }
+    for (const surface of o.only ?? SURFACES)
+      servers[surface] = await listen(ctx, surface, SURFACE_MODULES[surface]);
   } catch (e) {
     await Promise.allSettled(Object.values(servers).map((s) => s.close()));
     await ctx.close();
@@ -160,16 +158,10 @@ async function buildContext(
   return ctx;
 }
 
-async function listen(ctx: AppContext, surface: Surface, plugin: SurfacePlugin): Promise<FastifyInstance> {
+async function listen(ctx: AppContext, surface: Surface, module: SurfaceModule): Promise<FastifyInstance> {
   const { config } = ctx;
-  const app = createServer(config, {
-    surface,
-    logger: ctx.log,
-    ...(surface === 'api' ? { responseHeaders: REST_HOST_HEADERS } : {}),
-    connectionErrorHeaders:
-      surface === 'api' ? () => ({ [VERSION_HEADER.toLowerCase()]: ctx.versions.baseline }) : undefined,
-  });
-  await app.register(async (scope) => plugin(scope, ctx));
+  const app = createServer(config, { surface, logger: ctx.log, ...module.serverOptions?.(ctx) });
+  await app.register(async (scope) => module.plugin(scope, ctx));
   await app.listen({ host: config.host, port: config.ports[surface] });
   const { port } = app.server.address() as AddressInfo;
   config.ports[surface] = port;

@@ -7,6 +7,7 @@ import { urls } from '../context.js';
 import { renderUser } from '../domain/resources.js';
 import { authenticateRest, authenticationError } from '../http/rest-auth.js';
 import { restErrors } from '../http/rest-errors.js';
+import type { SurfaceServerOptions } from '../http/server.js';
 import type { Principal } from '../tokens/verifier.js';
 import { VERSION_HEADER } from '../versions/registry.js';
 import { resolveVersion } from '../versions/resolve.js';
@@ -18,8 +19,16 @@ declare module 'fastify' {
   }
 }
 
-/** Every response of the REST host points agents at its AI catalog (RFC 8288 web linking); set by `app.ts`. */
-export const REST_HOST_HEADERS = { link: `<${AI_CATALOG_PATH}>; rel="ai-catalog"` };
+/**
+ * The REST host's server: every response, raw connection errors included, points agents at its AI catalog (RFC 8288
+ * web linking), and those raw errors carry `Svc-Version` like every other error (SPEC §7.1).
+ */
+export function apiServerOptions(ctx: AppContext): SurfaceServerOptions {
+  return {
+    responseHeaders: { link: `<${AI_CATALOG_PATH}>; rel="ai-catalog"` },
+    connectionErrorHeaders: () => ({ [VERSION_HEADER.toLowerCase()]: ctx.versions.baseline }),
+  };
+}
 
 /** The REST API surface at BASE_URL (SPEC §4.1). */
 export async function apiSurface(app: FastifyInstance, ctx: AppContext): Promise<void> {

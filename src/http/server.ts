@@ -19,7 +19,12 @@ export interface ServerOptions {
   responseHeaders?: Record<string, string>;
   /** Headers added to the raw error responses written before a request exists (431, 400 on a broken request). */
   connectionErrorHeaders?: () => Record<string, string>;
+  /** The body of those raw error responses in the surface's error shape; the REST error object by default. */
+  connectionErrorBody?: (error: ApiError, requestId: string) => unknown;
 }
+
+/** What a surface declares about the server it runs on (its static headers and error shape). */
+export type SurfaceServerOptions = Omit<ServerOptions, 'surface' | 'logger'>;
 
 /**
  * One line per request for the operator, keyed by request id like every other line: errors loud, client errors at
@@ -66,7 +71,7 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
     clientErrorHandler(err, socket) {
-      writeConnectionError(log, err, socket, o.connectionErrorHeaders?.() ?? {});
+      writeConnectionError(log, err, socket, o);
     },
   });
   // One callback-style hook (an async hook costs a promise per request): the request id and the surface's static headers.
@@ -84,7 +89,7 @@ function writeConnectionError(
   log: FastifyBaseLogger,
   err: NodeJS.ErrnoException,
   socket: Socket,
-  extraHeaders: Record<string, string>,
+  o: ServerOptions,
 ): void {
   if (err.code === 'ECONNRESET' || socket.destroyed || !socket.writable) {
     socket.destroy();
@@ -97,13 +102,17 @@ function writeConnectionError(
       : [400, 'invalid_request', 'Bad Request'];
   const message = status === 431 ? 'The request headers are too large' : 'The request could not be parsed';
   log.info({ request_id: requestId, err_code: err.code }, 'connection error');
-  const body = JSON.stringify(new ApiError(code, message).body(requestId));
+  const error = new ApiError(code, message);
+  const body = JSON.stringify(
+    o.connectionErrorBody ? o.connectionErrorBody(error, requestId) : error.body(requestId),
+  );
   const headers = {
     'content-type': 'application/json; charset=utf-8',
     'content-length': String(Buffer.byteLength(body)),
     'x-request-id': requestId,
     connection: 'close',
-    ...extraHeaders,
+    ...o.responseHeaders,
+    ...o.connectionErrorHeaders?.(),
   };
   const head = Object.entries(headers)
     .map(([k, v]) => `${k}: ${v}`)

@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import type { SurfaceServerOptions } from '../http/server.js';
 import { McpAuthError } from './auth.js';
 import type { FastPath } from './fast-path.js';
 import { hostOrOriginProblem } from './host-guard.js';
@@ -23,6 +24,12 @@ export interface McpEndpointOptions {
   /** Answers the hottest calls without the SDK when they arrive in their canonical shape (see fast-path.ts). */
   fastPath?: FastPath;
 }
+
+/** Every MCP host answers in JSON-RPC, also when Node refuses a request before it exists (431, broken syntax). */
+export const MCP_SERVER_OPTIONS: SurfaceServerOptions = {
+  connectionErrorBody: (error, requestId) =>
+    jsonRpcErrorBody(JSON_RPC_ERRORS.serverError, error.message, requestId),
+};
 
 /** Streamable HTTP uses POST for messages, GET for 2025-era streams, DELETE for 2025-era session ends. */
 const MCP_METHODS: HTTPMethods[] = ['POST', 'GET', 'DELETE'];

@@ -56,6 +56,22 @@ describe('REST error responses', () => {
     expect(body.error).toMatchObject({ type: 'invalid_request_error', code: 'headers_too_large' });
     expect(body.error.request_id).toBe(res.header('x-request-id'));
     expect(res.header('svc-version')).toBe('2026-09-24.albus');
+    expect(res.header('link')).toBe('</.well-known/ai-catalog.json>; rel="ai-catalog"');
+  });
+
+  it('a 64 KiB header on an MCP host: 431 in the JSON-RPC error shape', async () => {
+    for (const host of [server.url.mcp, server.url.agencyMcp]) {
+      const res = await rawRequest(`${host}/mcp`, { headers: [['X-Padding', 'a'.repeat(64 * 1024)]] });
+      expect(res.status).toBe(431);
+      const body = res.json() as {
+        jsonrpc: string;
+        error: { code: number; data: { request_id: string } };
+        id: null;
+      };
+      expect(body).toMatchObject({ jsonrpc: '2.0', error: { code: -32000 }, id: null });
+      expect(body.error.data.request_id).toBe(res.header('x-request-id'));
+      expect(res.header('svc-version')).toBeUndefined();
+    }
   });
 
   it('an oversized body: 413 body_too_large', async () => {
