@@ -189,9 +189,3 @@ describe('svc', () => {
     expect((await svc('seed-demo')).out).toBe('demo already seeded');
   });
 });
-
-describe('svc users create --password-stdin', () => {
-  it('is documented', async () => {
-    expect((await svc('users', 'create', '--help')).out).toContain('--password-stdin');
-  });
-});

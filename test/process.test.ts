@@ -2,12 +2,19 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { connect } from 'node:net';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { authenticate } from '../src/domain/users.js';
+import { openStore } from '../src/store/database.js';
 import { freshDatabase } from './helpers/harness.js';
 
 let db: Awaited<ReturnType<typeof freshDatabase>>;
 let child: ChildProcess;
 let stdout = '';
 let exit: Promise<number | null>;
+
+/**
+ * The built CLI as a process (`bin/svc.js`, what `npx svc` and `npm start` run). One file builds `dist/` so that no
+ * two test files compile into it at once.
+ */
 
 /** Starts the built CLI exactly as `npm start` does, on ephemeral ports, and waits for its URL lines. */
 beforeAll(async () => {
@@ -89,4 +96,36 @@ it('on SIGTERM stops accepting, finishes the request in flight, then exits 0', a
   expect(await exit).toBe(0);
   expect(stdout).toContain('shutting down');
   expect(stdout).toContain('"msg":"stopped"');
+});
+
+it('svc users create --password-stdin reads the password from standard input, newline trimmed', async () => {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...db.env, NODE_ENV: 'development', LOG_LEVEL: 'warn' };
+  delete env['BASE_URL'];
+  const created = await new Promise<{ code: number | null; out: string }>((resolve) => {
+    const cli = spawn(
+      process.execPath,
+      ['bin/svc.js', 'users', 'create', '--username', 'stdin-user', '--password-stdin'],
+      {
+        env,
+        stdio: ['pipe', 'pipe', 'pipe'],
+      },
+    );
+    let out = '';
+    cli.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    cli.on('exit', (code) => resolve({ code, out }));
+    cli.stdin!.end('piped secret password\n');
+  });
+  expect(created.code).toBe(0);
+  expect(JSON.parse(created.out)).toMatchObject({ object: 'user', username: 'stdin-user' });
+  const store = openStore({
+    databaseUrl: db.env['DATABASE_URL'],
+    dataDir: db.env['DATA_DIR'] ?? '',
+    databasePoolSize: 1,
+  });
+  try {
+    expect(await authenticate(store.db, 'stdin-user', 'piped secret password')).toBeDefined();
+    expect(await authenticate(store.db, 'stdin-user', 'piped secret password\n')).toBeUndefined();
+  } finally {
+    await store.close();
+  }
 });
