@@ -8,16 +8,8 @@ import { AGENCY_SECRET, grant } from './helpers.js';
 const built = vi.hoisted(() => ({ count: 0 }));
 vi.mock('../../src/agency-mcp/server.js', async (importOriginal) => {
   const original = await importOriginal<typeof AgencyServerModule>();
-  return {
-    ...original,
-    agencyServerFactory: (...args: Parameters<typeof original.agencyServerFactory>) => {
-      const factory = original.agencyServerFactory(...args);
-      return (...request: Parameters<typeof factory>) => {
-        built.count++;
-        return factory(...request);
-      };
-    },
-  };
+  const { countedFactory } = await import('../helpers/counted-factory.js');
+  return { ...original, agencyServerFactory: countedFactory(original.agencyServerFactory, built) };
 });
 
 let server: TestServer;

@@ -7,16 +7,8 @@ import { modernRequest, post } from '../helpers/mcp.js';
 const built = vi.hoisted(() => ({ count: 0 }));
 vi.mock('../../src/mcp/user-server.js', async (importOriginal) => {
   const original = await importOriginal<typeof UserServerModule>();
-  return {
-    ...original,
-    userServerFactory: (...args: Parameters<typeof original.userServerFactory>) => {
-      const factory = original.userServerFactory(...args);
-      return (...request: Parameters<typeof factory>) => {
-        built.count++;
-        return factory(...request);
-      };
-    },
-  };
+  const { countedFactory } = await import('../helpers/counted-factory.js');
+  return { ...original, userServerFactory: countedFactory(original.userServerFactory, built) };
 });
 
 let server: TestServer;
