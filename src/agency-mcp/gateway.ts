@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { OAuthError } from '../auth/oauth-errors.js';
 import {
   ACCESS_TOKEN_TYPE,
@@ -51,7 +50,8 @@ export class DashboardGateway {
 
   /** The dashboard API token for an inbound access token; throws ExchangeRefused. Concurrent callers share one exchange. */
   async dashboardToken(inbound: string): Promise<string> {
-    const key = createHash('sha256').update(inbound).digest('base64url');
+    // Keyed by the token itself, as the verifier's cache is: an exact key, and no hash on every call.
+    const key = inbound;
     const cached = this.exchanged.get(key);
     if (cached) {
       const entry = await cached.catch(() => undefined);
@@ -69,7 +69,7 @@ export class DashboardGateway {
 
   /** Drops the cached exchange of an inbound token (after the dashboard API refused it). */
   forget(inbound: string): void {
-    this.exchanged.delete(createHash('sha256').update(inbound).digest('base64url'));
+    this.exchanged.delete(inbound);
   }
 
   /** Calls one dashboard API operation with a dashboard API token. */
