@@ -2,6 +2,7 @@ import { type Kysely, type Migration, type MigrationResult, Migrator, PostgresAd
 import * as m0001 from './migrations/0001-users-sessions-keys.js';
 import * as m0002 from './migrations/0002-agencies-connections.js';
 import * as m0003 from './migrations/0003-refresh-token-expiry-index.js';
+import * as m0004 from './migrations/0004-one-connection-per-app.js';
 import type { Database } from './schema.js';
 
 /** Versioned migrations, in order. A migration, once released, is never edited: add a new one. */
@@ -9,6 +10,7 @@ const migrations: Record<string, Migration> = {
   '0001-users-sessions-keys': m0001,
   '0002-agencies-connections': m0002,
   '0003-refresh-token-expiry-index': m0003,
+  '0004-one-connection-per-app': m0004,
 };
 
 export async function migrateToLatest(db: Kysely<Database>): Promise<MigrationResult[]> {
