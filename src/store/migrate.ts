@@ -14,12 +14,24 @@ const migrations: Record<string, Migration> = {
 };
 
 export async function migrateToLatest(db: Kysely<Database>): Promise<MigrationResult[]> {
+  return migrate(db, (migrator) => migrator.migrateToLatest());
+}
+
+/** Migrates up (or down) to the named migration: for tests of a migration over data of the schema before it. */
+export async function migrateTo(db: Kysely<Database>, name: string): Promise<MigrationResult[]> {
+  return migrate(db, (migrator) => migrator.migrateTo(name));
+}
+
+async function migrate(
+  db: Kysely<Database>,
+  run: (migrator: Migrator) => ReturnType<Migrator['migrateToLatest']>,
+): Promise<MigrationResult[]> {
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => migrations },
     ...(await migrationTableSchema(db)),
   });
-  const { error, results } = await migrator.migrateToLatest();
+  const { error, results } = await run(migrator);
   if (error) throw error instanceof Error ? error : new Error(String(error));
   return results ?? [];
 }
