@@ -1,5 +1,5 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { type AppContext, urls } from '../context.js';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { AppContext } from '../context.js';
 import {
   activateGrant,
   CONNECTION_TTL_MS,
@@ -11,6 +11,7 @@ import {
 import { parseList } from '../domain/permissions.js';
 import { ACCESS_TOKEN_TTL_SECONDS, mintConnectionAccessToken } from './access-token.js';
 import type { ClientRegistry } from './clients/registry.js';
+import { refuseClientCredentials } from './client-authentication.js';
 import { Params } from './form.js';
 import { OAuthError } from './oauth-errors.js';
 import { isVerifier, verifyS256 } from './pkce.js';
@@ -34,26 +35,11 @@ export async function tokenRoutes(
     const grantType = p.require('grant_type');
     // RFC 8693: the one grant with client authentication (the internal agency MCP client), see token-exchange.ts.
     if (grantType === TOKEN_EXCHANGE_GRANT) return tokenExchangeGrant(ctx, request, p, reply);
-    refuseClientAuthentication(ctx, request, p);
+    refuseClientCredentials(ctx, request, p);
     if (grantType === 'authorization_code') return authorizationCodeGrant(ctx, registry, p, reply);
     if (grantType === 'refresh_token') return refreshTokenGrant(ctx, p, reply);
     throw new OAuthError('unsupported_grant_type', `grant_type ${grantType} is not supported`);
   });
-}
-
-/** DESIGN §5: token_endpoint_auth_methods_supported is [none]; credentials are refused, not ignored (§5.2). */
-function refuseClientAuthentication(ctx: AppContext, request: FastifyRequest, p: Params): void {
-  const authorization = request.headers.authorization;
-  if (authorization !== undefined || p.has('client_secret') || p.has('client_assertion')) {
-    // RFC 6749 §5.2: a client that tried the Authorization header gets 401 with a challenge of its scheme.
-    const scheme = authorization?.split(' ')[0]?.replace(/[^A-Za-z0-9_-]/g, '') || undefined;
-    throw new OAuthError(
-      'invalid_client',
-      'This server has public clients only (token_endpoint_auth_method none); send client_id without credentials',
-      401,
-      scheme ? { 'www-authenticate': `${scheme} realm="${urls.issuer(ctx.config)}"` } : {},
-    );
-  }
 }
 
 export interface TokenResponse {
