@@ -2,7 +2,17 @@ import type { Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import { connectClient, MODERN } from '../helpers/mcp.js';
-import { Browser, connect, connectionStatus, register, token } from './oauth-helpers.js';
+import {
+  agencyIds,
+  authorizeQuery,
+  Browser,
+  connect,
+  connectionStatus,
+  hidden,
+  pkce,
+  register,
+  token,
+} from './oauth-helpers.js';
 
 /**
  * The refresh grant as real MCP hosts use it: several tool calls fail with 401 at once and each runs the refresh
@@ -185,5 +195,51 @@ describe(`one connection per app (${ENGINE})`, () => {
     expect((await refresh(laptopNext.body['refresh_token']!)).body['error']).toBe('invalid_grant');
     expect((await refresh(phone.tokens['refresh_token']!)).body['error']).toBe('invalid_grant');
     expect(await listClients(server, phone.tokens['access_token']!).catch(() => false)).toBe(false);
+  });
+});
+
+describe(`hosts that never ask for offline_access (${ENGINE})`, () => {
+  it('consent offers "stay connected", ticked; kept, the token response carries a refresh token and says so in scope', async () => {
+    const { tokens } = await connect(server, {
+      clientId,
+      redirectUri: REDIRECT,
+      browser: ada,
+      scope: 'agency:mcp:read',
+      stayConnected: true,
+    });
+    expect(tokens['scope']).toBe('agency:mcp:read offline_access');
+    expect(tokens['refresh_token']).toBeTruthy();
+    expect((await refresh(tokens['refresh_token']!)).res.status).toBe(200);
+  });
+  it('unticked, the host gets a 1-hour access token only, with the scope it asked for', async () => {
+    const { tokens } = await connect(server, {
+      clientId,
+      redirectUri: REDIRECT,
+      browser: ada,
+      scope: 'agency:mcp:read',
+      stayConnected: false,
+    });
+    expect(tokens['scope']).toBe('agency:mcp:read');
+    expect(tokens).not.toHaveProperty('refresh_token');
+  });
+  it('a host that asks for offline_access is not asked again', async () => {
+    const { verifier: _v, challenge } = pkce();
+    const q = authorizeQuery(
+      server,
+      { clientId, redirectUri: REDIRECT, scope: 'agency:mcp:read offline_access' },
+      challenge,
+    );
+    const first = await ada.get(`/oauth2/auth?${q}`);
+    let page = await first.text();
+    if (page.includes('type="radio"')) {
+      const agencies = await agencyIds(server);
+      page = await (
+        await ada.get(
+          `/oauth2/auth/consent?${new URLSearchParams({ request: hidden(page, 'request'), agency_id: agencies['Northwind Studio']! })}`,
+        )
+      ).text();
+    }
+    expect(page).toContain('name="ceiling"');
+    expect(page).not.toContain('stay_connected');
   });
 });
