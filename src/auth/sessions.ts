@@ -1,13 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { AppContext } from '../context.js';
-import { urls } from '../context.js';
 import { toRfc3339 } from '../domain/clock.js';
 import { MAX_PASSWORD_LENGTH } from '../domain/passwords.js';
 import { createSession, revokeSession } from '../domain/sessions.js';
 import { ApiError } from '../http/errors.js';
 import { authenticateRest } from '../http/rest-auth.js';
-import { issueSessionToken } from '../tokens/session-token.js';
+import { issueSessionToken, sessionApiAudience } from '../tokens/session-token.js';
 import { signInGuard } from './sign-in-guard.js';
 
 const SignInBody = z.object({
@@ -49,7 +48,7 @@ export async function sessionRoutes(app: FastifyInstance, ctx: AppContext): Prom
 
   app.delete('/api/sessions/current', async (request, reply) => {
     const principal = await authenticateRest(ctx, request, {
-      audience: urls.issuer(ctx.config),
+      audience: sessionApiAudience(ctx),
       accept: ['session'],
     });
     if (principal.kind !== 'session') throw new Error('unreachable: only session tokens are accepted');

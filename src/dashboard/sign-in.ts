@@ -62,7 +62,7 @@ ${message ? markup`<p class="error" role="alert">${message}</p>` : ''}
       return sendPage(reply, 401, 'Sign in', form(csrf, next, username, message));
     }
     const { user } = outcome;
-    const session = await createSession(ctx.db, ctx.clock, user.id, ctx.config.sessionTtlSeconds);
+    const session = await createSession(ctx.db, ctx.clock, user.id, ctx.config.sessionTtlSeconds, 'browser');
     setSessionCookie(ctx, reply, await issueSessionToken(ctx, session));
     request.log.info({ user_id: user.id, session_id: session.id }, 'browser session created');
     return reply.code(303).header('location', next).send();

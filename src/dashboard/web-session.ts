@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { randomSecret, safeEqual } from '../auth/secrets.js';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
+import { sessionKindOf } from '../domain/sessions.js';
 import { TokenError } from '../tokens/verifier.js';
 import { PageError } from './html.js';
 
@@ -44,13 +45,17 @@ export interface WebUser {
   sessionId: string;
 }
 
-/** The signed-in user of this browser, or undefined. */
+/**
+ * The signed-in user of this browser, or undefined. Only a browser session opens the pages: an API session token put
+ * in the cookie (what a program holding one would try) is refused, whatever its audience.
+ */
 export async function currentUser(ctx: AppContext, request: FastifyRequest): Promise<WebUser | undefined> {
   const token = readCookies(request)[cookieName(ctx, 'svc_session')];
   if (!token) return undefined;
   try {
     const p = await ctx.verifier.verify(token, urls.issuer(ctx.config), ['session']);
-    return p.kind === 'session' ? { userId: p.userId, sessionId: p.sessionId } : undefined;
+    if (p.kind !== 'session' || sessionKindOf(p.sessionId) !== 'browser') return undefined;
+    return { userId: p.userId, sessionId: p.sessionId };
   } catch (e) {
     if (e instanceof TokenError) return undefined;
     throw e;

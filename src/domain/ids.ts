@@ -30,7 +30,7 @@ export function randomAlphanumeric(length: number): string {
 }
 
 export type IdPrefix =
-  'usr' | 'ses' | 'agy' | 'mem' | 'cli' | 'prj' | 'tsk' | 'not' | 'con' | 'evt' | 'key' | 'req';
+  'usr' | 'ses' | 'web' | 'agy' | 'mem' | 'cli' | 'prj' | 'tsk' | 'not' | 'con' | 'evt' | 'key' | 'req';
 
 /** A prefixed id such as `usr_3kTMd9...`: 22 random characters, about 131 bits. */
 export function newId(prefix: IdPrefix): string {

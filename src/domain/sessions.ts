@@ -5,15 +5,27 @@ import { newId } from './ids.js';
 
 export type SessionRow = SessionsTable;
 
+/**
+ * The two credentials a user signs in for, never interchangeable (docs/security.md#credentials): an API session
+ * (`ses_…`, the bearer token agents and scripts use at the REST API and the user MCP server) and a browser session
+ * (`web_…`, the cookie issued only by the sign-in page, the one credential that opens the pages, consent and the
+ * dashboard). The kind is in the id, which the signed token carries in `sid`.
+ */
+export type SessionKind = 'api' | 'browser';
+
+export const sessionKindOf = (sessionId: string): SessionKind | undefined =>
+  sessionId.startsWith('ses_') ? 'api' : sessionId.startsWith('web_') ? 'browser' : undefined;
+
 export async function createSession(
   db: Kysely<Database>,
   clock: Clock,
   userId: string,
   ttlSeconds: number,
+  kind: SessionKind = 'api',
 ): Promise<SessionRow> {
   const now = clock.now();
   const row: SessionRow = {
-    id: newId('ses'),
+    id: newId(kind === 'api' ? 'ses' : 'web'),
     user_id: userId,
     created_at: now,
     expires_at: now + ttlSeconds * 1000,

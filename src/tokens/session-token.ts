@@ -1,10 +1,11 @@
 import { type AppContext, urls } from '../context.js';
-import type { SessionRow } from '../domain/sessions.js';
+import { type SessionRow, sessionKindOf } from '../domain/sessions.js';
 import { signJwt, TOKEN_TYPES } from './jwt.js';
 
 /**
- * The first-party session token (DESIGN §4): a JWT naming the session in `sid`, valid at the first-party audiences —
- * the authorization server's own API, the REST API and the user MCP server — and nowhere else.
+ * A session token: a JWT naming the session in `sid`. An API session's token is valid at the REST API, the user MCP
+ * server and the session API (to end itself), never at the authorization server's pages; a browser session's token
+ * (the cookie) only at the authorization server's pages (docs/security.md#credentials).
  */
 export function issueSessionToken(ctx: AppContext, session: SessionRow): Promise<string> {
   const c = ctx.config;
@@ -12,14 +13,17 @@ export function issueSessionToken(ctx: AppContext, session: SessionRow): Promise
     typ: TOKEN_TYPES.session,
     issuer: urls.issuer(c),
     subject: session.user_id,
-    audience: firstPartyAudiences(ctx),
+    audience: sessionKindOf(session.id) === 'browser' ? [urls.issuer(c)] : apiSessionAudiences(ctx),
     lifetimeSeconds: Math.max(1, Math.floor((session.expires_at - ctx.clock.now()) / 1000)),
     claims: { sid: session.id },
   });
 }
 
-/** The first-party resources a session token is good for: those of the surfaces this deployment has. */
-function firstPartyAudiences(ctx: AppContext): string[] {
-  const { auth, api, mcp } = ctx.config.urls;
-  return [auth, api, mcp && `${mcp}/mcp`].filter((u): u is string => typeof u === 'string');
+/** The session API (`{AUTH_URL}/api/sessions`): where an API session token may end its own session. */
+export const sessionApiAudience = (ctx: Pick<AppContext, 'config'>) => `${urls.issuer(ctx.config)}/api/sessions`;
+
+/** The first-party resources an API session token is good for: those of the surfaces this deployment has. */
+function apiSessionAudiences(ctx: AppContext): string[] {
+  const { api, mcp } = ctx.config.urls;
+  return [sessionApiAudience(ctx), api, mcp && `${mcp}/mcp`].filter((u): u is string => typeof u === 'string');
 }
