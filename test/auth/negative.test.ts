@@ -183,7 +183,10 @@ describe(`open redirection through a fresh self-registered client: its errors ar
       { clientId: fresh, redirectUri: 'https://attacker.example/cb', resource: RESOURCE },
       pkce().challenge,
     );
-    for (const [k, v] of Object.entries(o)) v === '' ? q.delete(k) : q.set(k, v);
+    for (const [k, v] of Object.entries(o)) {
+      if (v === '') q.delete(k);
+      else q.set(k, v);
+    }
     return q;
   };
   it('response_type=token from a client never used → a page, no redirect to the registered URL', async () => {

@@ -67,4 +67,33 @@ describe(`OAuth for the user resources (${ENGINE})`, () => {
       expect(back.searchParams.get('error')).toBe('invalid_target');
     }
   });
+
+  it('on: a user-level grant is listed under Connected apps and Disconnect ends it', async () => {
+    const browser = new Browser(on.url.auth);
+    const clientId = (await register(on, { redirect_uris: [REDIRECT], client_name: 'Profile Reader' })).body[
+      'client_id'
+    ] as string;
+    const { tokens } = await connect(on, {
+      clientId,
+      redirectUri: REDIRECT,
+      browser,
+      resource: on.url.api,
+      scope: 'user:read offline_access',
+    });
+    const me = () =>
+      fetch(`${on.url.api}/me`, { headers: { authorization: `Bearer ${tokens['access_token']}` } });
+    expect((await me()).status).toBe(200);
+    const page = await (await browser.get('/dashboard')).text();
+    expect(page).toContain('Your account → Connected apps');
+    expect(page).toContain('Profile Reader');
+    const id =
+      /action="\/dashboard\/connections\/(con_[A-Za-z0-9]+)\/disconnect">(?:(?!<\/tr>)[\s\S])*?Disconnect Profile Reader/.exec(
+        page,
+      )?.[1];
+    expect(id).toBeDefined();
+    expect(
+      (await browser.post(`/dashboard/connections/${id}/disconnect`, { csrf: browser.csrf })).status,
+    ).toBe(303);
+    expect((await me()).status).toBe(401);
+  });
 });
