@@ -12,6 +12,7 @@ import { isEmpty, seedDemo } from './domain/demo-seed.js';
 import { isSessionLive } from './domain/sessions.js';
 import { findUserById } from './domain/users.js';
 import { connectRedis, type LimiterFactory, memoryLimiters, redisLimiters } from './http/rate-limit.js';
+import { DependencyWatch } from './http/dependency-outage.js';
 import { createServer, type SurfaceServerOptions } from './http/server.js';
 import { MCP_SERVER_OPTIONS } from './mcp/endpoint.js';
 import { mcpSurface } from './mcp/plugin.js';
@@ -78,7 +79,7 @@ export async function createContext(
   log: FastifyBaseLogger,
   o: StartOptions = {},
 ): Promise<AppContext> {
-  const store = openStore(config);
+  const store = openStore(config, new DependencyWatch('database', log));
   try {
     return await buildContext(config, log, store, o);
   } catch (e) {

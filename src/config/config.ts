@@ -33,6 +33,8 @@ export const envSchema = z.object({
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
     .optional(),
+  DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
+  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
   DATABASE_POOL_SIZE: positiveInt.max(200).default(10),
   REDIS_URL: z
     .string()
@@ -95,6 +97,10 @@ export interface Config {
   dataDir: string;
   databaseUrl: string | undefined;
   databasePoolSize: number;
+  /** Longest wait for a PostgreSQL connection (new, or free in the pool). */
+  databaseConnectTimeoutMs: number;
+  /** Longest a PostgreSQL statement may run, lock waits included. */
+  databaseStatementTimeoutMs: number;
   redisUrl: string | undefined;
   logLevel: Env['LOG_LEVEL'];
   trustProxy: boolean;
@@ -193,6 +199,8 @@ function fromEnv(e: Env): Config {
     dataDir: e.DATA_DIR,
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
+    databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
+    databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
     logLevel: e.LOG_LEVEL,
     trustProxy: e.TRUST_PROXY,

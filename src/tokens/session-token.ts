@@ -20,10 +20,13 @@ export function issueSessionToken(ctx: AppContext, session: SessionRow): Promise
 }
 
 /** The session API (`{AUTH_URL}/api/sessions`): where an API session token may end its own session. */
-export const sessionApiAudience = (ctx: Pick<AppContext, 'config'>) => `${urls.issuer(ctx.config)}/api/sessions`;
+export const sessionApiAudience = (ctx: Pick<AppContext, 'config'>) =>
+  `${urls.issuer(ctx.config)}/api/sessions`;
 
 /** The first-party resources an API session token is good for: those of the surfaces this deployment has. */
 function apiSessionAudiences(ctx: AppContext): string[] {
   const { api, mcp } = ctx.config.urls;
-  return [sessionApiAudience(ctx), api, mcp && `${mcp}/mcp`].filter((u): u is string => typeof u === 'string');
+  return [sessionApiAudience(ctx), api, mcp && `${mcp}/mcp`].filter(
+    (u): u is string => typeof u === 'string',
+  );
 }
