@@ -30,8 +30,15 @@ export interface AppContext {
   clientPins: CachedLookup<string | null>;
   versions: VersionRegistry;
   limiters: LimiterFactory;
+  /** Readiness of this instance's dependencies (GET /ready): the database, and Redis when configured. */
+  readiness(): Promise<Readiness>;
   /** Closes what the context opened: the store, and Redis when configured. */
   close(): Promise<void>;
+}
+
+export interface Readiness {
+  ready: boolean;
+  checks: Record<string, 'up' | 'down'>;
 }
 
 /** Public URLs of the surfaces and of the resources they protect (RFC 8707 resource indicators). */
