@@ -53,6 +53,7 @@ export const envSchema = z.object({
     .min(1024)
     .max(1024 * 1024)
     .default(16 * 1024),
+  ACCESS_LOG: onOff.default(true),
   REQUEST_TIMEOUT_SECONDS: positiveInt.max(600).default(30),
   MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(0).max(100_000).default(256),
   SIGNIN_LIMIT_PER_USERNAME: positiveInt.default(10),
@@ -110,6 +111,8 @@ export interface Config {
   livenessCacheSeconds: number;
   bodyLimitBytes: number;
   maxHeaderBytes: number;
+  /** One info line per request (the access log); off: successes at debug only. */
+  accessLog: boolean;
   /** Time a client has to send a whole request, headers and body (slow-body attacks). */
   requestTimeoutSeconds: number;
   /** Open connections per peer address per surface; 0 = no cap. Not applied behind a trusted proxy. */
@@ -210,6 +213,7 @@ function fromEnv(e: Env): Config {
     livenessCacheSeconds: e.LIVENESS_CACHE_SECONDS,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     maxHeaderBytes: e.MAX_HEADER_BYTES,
+    accessLog: e.ACCESS_LOG,
     requestTimeoutSeconds: e.REQUEST_TIMEOUT_SECONDS,
     maxConnectionsPerIp: e.MAX_CONNECTIONS_PER_IP,
     signinLimit: {

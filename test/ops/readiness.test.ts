@@ -38,3 +38,28 @@ describe(`readiness (${ENGINE})`, () => {
     expect(warnings[0]).toMatchObject({ level: 40, dependency: 'redis (rate limits fall back to memory)' });
   });
 });
+
+describe(`the access log (${ENGINE})`, () => {
+  it('one info line per request with surface, method, route, path, status and duration; never the token or query', async () => {
+    const { token } = await signIn(server, 'ada');
+    await fetch(`${server.url.api}/me?secret=hunter2`, { headers: { authorization: `Bearer ${token}` } });
+    const line = server.logs.lines.find((l) => l['msg'] === 'request' && l['path'] === '/me');
+    expect(line).toMatchObject({ level: 30, surface: 'api', method: 'GET', route: '/me', status: 200 });
+    expect(typeof line?.['ms']).toBe('number');
+    expect(typeof line?.['request_id']).toBe('string');
+    const all = JSON.stringify(server.logs.lines);
+    expect(all).not.toContain(token);
+    expect(all).not.toContain('hunter2');
+    expect(all).not.toContain('ada-demo-password');
+  });
+
+  it('ACCESS_LOG=off: successes are not logged at info', async () => {
+    const quiet = await startTestServer({ env: { ACCESS_LOG: 'off' } });
+    try {
+      await fetch(`${quiet.url.api}/health`);
+      expect(quiet.logs.lines.filter((l) => l['msg'] === 'request' && l['status'] === 200)).toEqual([]);
+    } finally {
+      await quiet.close();
+    }
+  });
+});
