@@ -130,7 +130,7 @@ it('svc users create --password-stdin reads the password from standard input, ne
   }
 });
 
-it('four `svc seed-demo` processes at once on one empty database all succeed, with one set of demo data', async () => {
+it('four `svc seed-demo` processes at once on one empty database all succeed, with one set of demo data and one key', async () => {
   // Several processes starting together on an empty database (instances behind a load balancer, the --only split)
   // migrate and seed at once; each is a separate process, as in production.
   const fresh = await freshDatabase();
@@ -166,6 +166,8 @@ it('four `svc seed-demo` processes at once on one empty database all succeed, wi
       const users = await store.db.selectFrom('users').select('username').orderBy('username').execute();
       expect(users.map((u) => u.username)).toEqual(['ada', 'grace', 'linus']);
       expect(await store.db.selectFrom('agencies').select('id').execute()).toHaveLength(2);
+      // One signing key, not one per process: every instance signs with the same key and publishes the same JWKS.
+      expect(await store.db.selectFrom('signing_keys').select('kid').execute()).toHaveLength(1);
     } finally {
       await store.close();
     }

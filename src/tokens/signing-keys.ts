@@ -2,6 +2,7 @@ import { type CryptoKey, exportJWK, generateKeyPair, importJWK, type JWK } from 
 import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.js';
 import { randomAlphanumeric } from '../domain/ids.js';
+import { LOCK_KEYS, withExclusiveLock } from '../store/exclusive.js';
 import type { Database } from '../store/schema.js';
 
 export type SigningAlg = 'RS256' | 'ES256';
@@ -18,15 +19,22 @@ interface LoadedKey {
   retiredAt: number | null;
 }
 
-/** How often an instance re-reads the key table, so a rotation done elsewhere reaches it. */
-const REFRESH_INTERVAL_MS = 60_000;
+/** How often an instance re-reads the key table, so a rotation done elsewhere reaches it: the key-pickup bound. */
+export const KEY_REFRESH_INTERVAL_MS = 5_000;
+/**
+ * A new key signs only this long after it was created: by then every instance has re-read the table and publishes it
+ * in its JWKS, so no verifier meets a token signed by a key it has not loaded. Longer than the refresh interval, with
+ * room for clock skew between instances.
+ */
+export const KEY_ACTIVATION_DELAY_MS = 10_000;
 /** An unknown `kid` triggers a re-read at most this often, so forged kids cannot hammer the database. */
-const UNKNOWN_KID_RELOAD_MS = 10_000;
+const UNKNOWN_KID_RELOAD_MS = 1_000;
 
 /**
  * The signing keys, kept in the database so that every instance and surface signs and verifies with the same set.
- * The newest unretired key signs; retired keys stay published (and accepted) for `overlapMs`, the longest life of
- * a token they may have signed, then drop out of the JWKS.
+ * The newest key older than KEY_ACTIVATION_DELAY_MS signs — the same one on every instance — and a rotation reaches
+ * every instance within KEY_REFRESH_INTERVAL_MS. Retired keys stay published (and accepted) for `overlapMs`, the
+ * longest life of a token they may have signed, then drop out of the JWKS.
  */
 export class SigningKeys {
   private keys: LoadedKey[] = [];
@@ -41,19 +49,31 @@ export class SigningKeys {
     private readonly overlapMs: number,
   ) {}
 
-  /** Loads the keys, creating the first one if the table is empty. */
+  /**
+   * Loads the keys, creating the first one if the table has none: under a lock, so that instances starting together
+   * on an empty database end with one key.
+   */
   async init(): Promise<void> {
     await this.reload();
-    if (!this.keys.some((k) => k.retiredAt === null)) {
-      await this.insertNewKey();
-      await this.reload();
-    }
+    if (this.keys.some((k) => k.retiredAt === null)) return;
+    const fresh = await this.newKeyRow();
+    await withExclusiveLock(this.db, LOCK_KEYS.firstSigningKey, async (trx) => {
+      const existing = await trx
+        .selectFrom('signing_keys')
+        .select('kid')
+        .where('retired_at', 'is', null)
+        .execute();
+      if (existing.length === 0) await trx.insertInto('signing_keys').values(fresh).execute();
+    });
+    await this.reload();
   }
 
   /** Retires the current signing key and starts signing with a new one. Returns the new kid. */
   async rotate(): Promise<string> {
     const now = this.clock.now();
-    const kid = await this.insertNewKey();
+    const row = await this.newKeyRow();
+    await this.db.insertInto('signing_keys').values(row).execute();
+    const kid = row.kid;
     await this.db
       .updateTable('signing_keys')
       .set({ retired_at: now })
@@ -66,7 +86,9 @@ export class SigningKeys {
 
   async signingKey(): Promise<LoadedKey> {
     await this.refreshIfStale();
-    const key = this.keys.find((k) => k.retiredAt === null) ?? this.keys[0];
+    const activeFrom = this.clock.now() - KEY_ACTIVATION_DELAY_MS;
+    // Newest first: the newest activated key; before any is activated (a first start), the first key ever made.
+    const key = this.keys.find((k) => k.createdAt <= activeFrom) ?? this.keys.at(-1);
     if (!key) throw new Error('no signing key: run `svc migrate` and start once, or `svc keys rotate`');
     return key;
   }
@@ -91,7 +113,7 @@ export class SigningKeys {
   }
 
   private async refreshIfStale(): Promise<void> {
-    if (this.clock.now() - this.loadedAt > REFRESH_INTERVAL_MS) await this.reload();
+    if (this.clock.now() - this.loadedAt > KEY_REFRESH_INTERVAL_MS) await this.reload();
   }
 
   private reload(): Promise<void> {
@@ -105,8 +127,12 @@ export class SigningKeys {
     const now = this.clock.now();
     const rows = await this.db.selectFrom('signing_keys').selectAll().orderBy('created_at', 'desc').execute();
     const live = rows.filter((r) => r.retired_at === null || r.retired_at + this.overlapMs > now);
+    const loaded = new Map(this.keys.map((k) => [k.kid, k]));
     this.keys = await Promise.all(
       live.map(async (r) => {
+        // Importing a key costs milliseconds; the table is re-read every few seconds, so keep what is loaded.
+        const known = loaded.get(r.kid);
+        if (known) return { ...known, retiredAt: r.retired_at };
         const alg = r.alg as SigningAlg;
         const publicJwk = JSON.parse(r.public_jwk) as JWK;
         return {
@@ -120,25 +146,25 @@ export class SigningKeys {
         };
       }),
     );
+    // Newest first; of keys made in the same millisecond, the one a rotation left unretired.
+    this.keys.sort(
+      (x, y) => y.createdAt - x.createdAt || Number(x.retiredAt !== null) - Number(y.retiredAt !== null),
+    );
     this.loadedAt = now;
   }
 
-  private async insertNewKey(): Promise<string> {
+  /** A new key pair as a row of `signing_keys` (generated before any lock is taken: it takes a while). */
+  private async newKeyRow() {
     const { publicKey, privateKey } = await generateKeyPair(this.alg, { extractable: true });
-    const kid = randomAlphanumeric(16);
     const { kty, n, e, crv, x, y } = await exportJWK(publicKey);
     const publicJwk = Object.fromEntries(Object.entries({ kty, n, e, crv, x, y }).filter(([, v]) => v));
-    await this.db
-      .insertInto('signing_keys')
-      .values({
-        kid,
-        alg: this.alg,
-        public_jwk: JSON.stringify(publicJwk),
-        private_jwk: JSON.stringify(await exportJWK(privateKey)),
-        created_at: this.clock.now(),
-        retired_at: null,
-      })
-      .execute();
-    return kid;
+    return {
+      kid: randomAlphanumeric(16),
+      alg: this.alg,
+      public_jwk: JSON.stringify(publicJwk),
+      private_jwk: JSON.stringify(await exportJWK(privateKey)),
+      created_at: this.clock.now(),
+      retired_at: null,
+    };
   }
 }

@@ -1,6 +1,7 @@
 import { createLocalJWKSet, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from 'jose';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { KEY_ACTIVATION_DELAY_MS, KEY_REFRESH_INTERVAL_MS } from '../../src/tokens/signing-keys.js';
+import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 
 let server: TestServer;
 beforeAll(async () => {
@@ -34,7 +35,7 @@ it('publishes public keys only, and they verify the tokens the server issues', a
   expect(payload.aud).toContain(server.url.api);
 });
 
-it('rotates with overlap: old tokens keep working, new ones use the new key, the old key leaves after its tokens expire', async () => {
+it('rotates with overlap: old tokens keep working, new ones use the new key once it is published everywhere, the old key leaves after its tokens expire', async () => {
   const before = await signIn(server, 'ada');
   const oldKid = decodeProtectedHeader(before.token).kid!;
   const newKid = await server.services.ctx.keys.rotate();
@@ -44,6 +45,9 @@ it('rotates with overlap: old tokens keep working, new ones use the new key, the
   expect(kids).toEqual(expect.arrayContaining([oldKid, newKid]));
   expect((await me(before.token)).status).toBe(200);
 
+  // Until every instance has had time to publish it, the new key does not sign.
+  expect(decodeProtectedHeader((await signIn(server, 'ada')).token).kid).toBe(oldKid);
+  server.clock.advance(KEY_ACTIVATION_DELAY_MS);
   const after = await signIn(server, 'ada');
   expect(decodeProtectedHeader(after.token).kid).toBe(newKid);
   expect((await me(after.token)).status).toBe(200);
@@ -51,4 +55,33 @@ it('rotates with overlap: old tokens keep working, new ones use the new key, the
   // Past the longest life of a token the old key signed (and the key table's refresh interval), it is unpublished.
   server.clock.advance(server.config.sessionTtlSeconds * 1000 + 61_000);
   expect((await jwks()).keys.map((k) => k.kid)).not.toContain(oldKid);
+});
+
+it(`keys across instances (${ENGINE}): a rotation is published everywhere before any instance signs with it`, async () => {
+  // Two instances behind one public URL, sharing the database; each has its own clock here.
+  const a = await startTestServer();
+  const b = await startTestServer({ sharing: a, env: { AUTH_URL: a.url.auth, BASE_URL: a.url.api } });
+  try {
+    const jwksOf = async (s: TestServer) => (await s.services.ctx.keys.jwks()).keys.map((k) => k.kid);
+    expect(await jwksOf(b)).toEqual(await jwksOf(a));
+    expect(await jwksOf(a)).toHaveLength(1);
+    const newKid = await a.services.ctx.keys.rotate();
+    // B picks the new key up within the refresh interval, long before anyone signs with it.
+    b.clock.advance(KEY_REFRESH_INTERVAL_MS + 1);
+    expect(await jwksOf(b)).toContain(newKid);
+    // A signs with it once it is active; B accepts that token without a refusal window.
+    a.clock.advance(KEY_ACTIVATION_DELAY_MS);
+    b.clock.advance(KEY_ACTIVATION_DELAY_MS);
+    const token = (await signIn(a, 'ada')).token;
+    expect(decodeProtectedHeader(token).kid).toBe(newKid);
+    const me = await fetch(`http://127.0.0.1:${b.config.ports.api}/me`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(me.status).toBe(200);
+    // And B signs with the same key as A.
+    expect((await b.services.ctx.keys.signingKey()).kid).toBe(newKid);
+  } finally {
+    await b.close();
+    await a.close();
+  }
 });
