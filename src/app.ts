@@ -13,7 +13,7 @@ import { isSessionLive } from './domain/sessions.js';
 import { findUserById } from './domain/users.js';
 import { connectRedis, type LimiterFactory, memoryLimiters, redisLimiters } from './http/rate-limit.js';
 import { createServer, type SurfaceServerOptions } from './http/server.js';
-import { MCP_SERVER_OPTIONS } from './mcp/endpoint.js';
+import { MCP_SERVER_OPTIONS } from './mcp-kit/endpoint.js';
 import { mcpSurface } from './mcp/plugin.js';
 import { CachedLookup } from './store/cached-lookup.js';
 import { openStore, type Store } from './store/database.js';

@@ -1,20 +1,20 @@
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { SCOPES } from '../auth/scopes.js';
+import { SCOPES } from '../domain/scopes.js';
 import { mcpHostCompanions } from '../companions/hosts.js';
 import { servePublicDocuments } from '../http/public-documents.js';
 import { type AppContext, urls } from '../context.js';
 import type { Access } from '../dashboard-api/resources.js';
-import { McpAuthError } from '../mcp/auth.js';
-import { mountMcpEndpoint, sendAuthError, sendJsonRpcError } from '../mcp/endpoint.js';
-import { JSON_RPC_ERRORS } from '../mcp/json-rpc.js';
-import { allowedHostnames } from '../mcp/host-guard.js';
+import { McpAuthError } from '../mcp-kit/auth.js';
+import { mountMcpEndpoint, sendAuthError, sendJsonRpcError } from '../mcp-kit/endpoint.js';
+import { JSON_RPC_ERRORS } from '../mcp-kit/json-rpc.js';
+import { allowedHostnames } from '../mcp-kit/host-guard.js';
 import { lazy } from '../mcp/plugin.js';
 import {
   protectedResourceMetadataUrl,
   registerProtectedResourceMetadata,
-} from '../mcp/protected-resource.js';
-import { reportSdkError } from '../mcp/sdk-errors.js';
+} from '../mcp-kit/protected-resource.js';
+import { reportSdkError } from '../mcp-kit/sdk-errors.js';
 import {
   type AgencyCall,
   agencyAuthPolicy,

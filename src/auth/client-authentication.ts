@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { urls } from '../context.js';
 import type { Config } from '../config/config.js';
-import type { Params } from './form.js';
+import type { Params } from '../web/form.js';
 import { OAuthError } from './oauth-errors.js';
 
 /**

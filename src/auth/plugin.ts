@@ -1,14 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.js';
 import { dashboardRoutes } from '../dashboard/dashboard.js';
-import { pageScope } from '../dashboard/page-scope.js';
+import { pageScope } from '../web/page-scope.js';
 import { signInRoutes } from '../dashboard/sign-in.js';
 import { dashboardApiRoutes } from '../dashboard-api/plugin.js';
 import { restErrors } from '../http/rest-errors.js';
 import { authorizeRoutes } from './authorize.js';
 import { registrationRoutes } from './clients/registration.js';
 import { ClientRegistry } from './clients/registry.js';
-import { acceptForms } from './form.js';
+import { acceptForms } from '../web/form.js';
 import { metadataRoutes } from './metadata.js';
 import { oauthJsonErrors } from './oauth-errors.js';
 import { revokeRoutes } from './revoke.js';

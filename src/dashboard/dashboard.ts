@@ -16,8 +16,8 @@ import { toRfc3339 } from '../domain/clock.js';
 import { endConnection, findConnection, listMemberConnections } from '../domain/connections.js';
 import { isRole, parseList, ROLES, roleAllows } from '../domain/permissions.js';
 import { findUserById } from '../domain/users.js';
-import { markup, PageError } from './html.js';
-import { sendPage } from './page-scope.js';
+import { markup, PageError } from '../web/html.js';
+import { sendPage } from '../web/page-scope.js';
 import { checkCsrf, csrfToken, currentUser, type WebUser } from './web-session.js';
 
 /**

@@ -3,11 +3,14 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { mcpHostCompanions } from '../companions/hosts.js';
 import { servePublicDocuments } from '../http/public-documents.js';
 import { type AppContext, urls } from '../context.js';
-import { authenticateMcpRequest, type McpAuthPolicy, toAuthInfo } from './auth.js';
-import { mountMcpEndpoint } from './endpoint.js';
-import { allowedHostnames } from './host-guard.js';
-import { protectedResourceMetadataUrl, registerProtectedResourceMetadata } from './protected-resource.js';
-import { reportSdkError } from './sdk-errors.js';
+import { authenticateMcpRequest, type McpAuthPolicy, toAuthInfo } from '../mcp-kit/auth.js';
+import { mountMcpEndpoint } from '../mcp-kit/endpoint.js';
+import { allowedHostnames } from '../mcp-kit/host-guard.js';
+import {
+  protectedResourceMetadataUrl,
+  registerProtectedResourceMetadata,
+} from '../mcp-kit/protected-resource.js';
+import { reportSdkError } from '../mcp-kit/sdk-errors.js';
 import { getMeFastPath } from './user-fast-path.js';
 import { userServerFactory } from './user-server.js';
 

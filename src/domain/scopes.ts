@@ -1,5 +1,5 @@
-import { OAuthError } from './oauth-errors.js';
-import type { ResourceKind } from './resource-indicator.js';
+import { OAuthError } from '../auth/oauth-errors.js';
+import type { ResourceKind } from '../auth/resource-indicator.js';
 
 export const SCOPES = {
   agencyRead: 'agency:mcp:read',

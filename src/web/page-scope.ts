@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { acceptForms } from '../auth/form.js';
+import { acceptForms } from './form.js';
 import type { AppContext } from '../context.js';
 import { CSS, layout, markup, PageError } from './html.js';
 
