@@ -6,7 +6,7 @@ import { apiServerOptions, apiSurface } from './api/plugin.js';
 import { authSurface } from './auth/plugin.js';
 import { type Config, SURFACES, type Surface, urlHost } from './config/config.js';
 import type { AppContext } from './context.js';
-import { type Clock, systemClock } from './domain/clock.js';
+import { type Clock, systemClock } from './base/clock.js';
 import { isConnectionLive } from './domain/connections.js';
 import { isEmpty, seedDemo } from './domain/demo-seed.js';
 import { isSessionLive } from './domain/sessions.js';

@@ -20,11 +20,12 @@ import { findUserById } from '../domain/users.js';
 import type { ResolvedClient } from './clients/client.js';
 import { type ClientRegistry, clientHost, UnknownClientError } from './clients/registry.js';
 import { Params } from '../web/form.js';
-import { OAuthError, type OAuthErrorCode } from './oauth-errors.js';
+import { OAuthError, type OAuthErrorCode } from '../http/oauth-errors.js';
 import { isS256Challenge } from './pkce.js';
 import { isLoopbackRedirect, matchRedirectUri } from './redirect-uri.js';
 import { type KnownResource, resolveResource } from './resource-indicator.js';
-import { parseScope, SCOPE_LABELS, SCOPES } from '../domain/scopes.js';
+import { SCOPE_LABELS, SCOPES } from '../domain/scopes.js';
+import { parseScope } from './scope-parameter.js';
 import { hashSecret, randomSecret } from '../web/secrets.js';
 
 /** SPEC §5.3.5 / §8: authorization codes live 60 seconds and are single use. */

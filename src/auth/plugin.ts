@@ -10,7 +10,7 @@ import { registrationRoutes } from './clients/registration.js';
 import { ClientRegistry } from './clients/registry.js';
 import { acceptForms } from '../web/form.js';
 import { metadataRoutes } from './metadata.js';
-import { oauthJsonErrors } from './oauth-errors.js';
+import { oauthJsonErrors } from '../http/oauth-errors.js';
 import { revokeRoutes } from './revoke.js';
 import { sessionRoutes } from './sessions.js';
 import { tokenRoutes } from './token.js';

@@ -3,7 +3,7 @@ import type { AppContext } from '../context.js';
 import { endConnection } from '../domain/connections.js';
 import { refuseClientCredentials } from './client-authentication.js';
 import { Params } from '../web/form.js';
-import { OAuthError } from './oauth-errors.js';
+import { OAuthError } from '../http/oauth-errors.js';
 import { hashSecret } from '../web/secrets.js';
 
 /**

@@ -6,7 +6,7 @@ import { effectivePermissions } from '../domain/permissions.js';
 import { signJwt, TOKEN_TYPES } from '../tokens/jwt.js';
 import { type OAuthPrincipal, TokenError } from '../tokens/verifier.js';
 import type { Params } from '../web/form.js';
-import { OAuthError } from './oauth-errors.js';
+import { OAuthError } from '../http/oauth-errors.js';
 import { safeEqual } from '../web/secrets.js';
 
 /**

@@ -13,7 +13,7 @@ import { ACCESS_TOKEN_TTL_SECONDS, mintConnectionAccessToken } from './access-to
 import type { ClientRegistry } from './clients/registry.js';
 import { refuseClientCredentials } from './client-authentication.js';
 import { Params } from '../web/form.js';
-import { OAuthError } from './oauth-errors.js';
+import { OAuthError } from '../http/oauth-errors.js';
 import { isVerifier, verifyS256 } from './pkce.js';
 import { canonicalResource } from './resource-indicator.js';
 import { SCOPES } from '../domain/scopes.js';

@@ -5,7 +5,7 @@ import { pinClientVersion } from '../auth/clients/pins.js';
 import { loadPreregisteredClients } from '../auth/clients/preregistered.js';
 import { type Config, ConfigError, loadConfig, SURFACES, type Surface } from '../config/config.js';
 import type { AppContext } from '../context.js';
-import { toRfc3339 } from '../domain/clock.js';
+import { toRfc3339 } from '../base/clock.js';
 import { DemoSeedRefused, seedDemo } from '../domain/demo-seed.js';
 import { createSession } from '../domain/sessions.js';
 import { createUser, findUserByUsername, UserInputError } from '../domain/users.js';

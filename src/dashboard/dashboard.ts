@@ -12,7 +12,7 @@ import {
   setAgentWrite,
 } from '../domain/agencies.js';
 import { type AuditRow, listAuditEvents } from '../domain/audit.js';
-import { toRfc3339 } from '../domain/clock.js';
+import { toRfc3339 } from '../base/clock.js';
 import { endConnection, findConnection, listMemberConnections } from '../domain/connections.js';
 import { isRole, parseList, ROLES, roleAllows } from '../domain/permissions.js';
 import { findUserById } from '../domain/users.js';

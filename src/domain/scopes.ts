@@ -1,5 +1,5 @@
-import { OAuthError } from '../auth/oauth-errors.js';
-import type { ResourceKind } from '../auth/resource-indicator.js';
+/** The two kinds of protected resource (RFC 8707): the agency MCP server and the user resources. */
+export type ResourceKind = 'agency' | 'user';
 
 export const SCOPES = {
   agencyRead: 'agency:mcp:read',
@@ -9,15 +9,18 @@ export const SCOPES = {
 } as const;
 
 /** SPEC §4.3 lists `mcp:read` / `mcp:write` in the protected-resource metadata; they are aliases (DESIGN §5). */
-const ALIASES: Record<string, string> = { 'mcp:read': SCOPES.agencyRead, 'mcp:write': SCOPES.agencyWrite };
+export const ALIASES: Record<string, string> = {
+  'mcp:read': SCOPES.agencyRead,
+  'mcp:write': SCOPES.agencyWrite,
+};
 
-const BY_KIND: Record<ResourceKind, readonly string[]> = {
+export const BY_KIND: Record<ResourceKind, readonly string[]> = {
   agency: [SCOPES.agencyRead, SCOPES.agencyWrite, SCOPES.offline],
   user: [SCOPES.userRead, SCOPES.offline],
 };
 
 /** Default when the request has no scope (RFC 6749 §3.3 lets the server choose): read access. */
-const DEFAULTS: Record<ResourceKind, readonly string[]> = {
+export const DEFAULTS: Record<ResourceKind, readonly string[]> = {
   agency: [SCOPES.agencyRead],
   user: [SCOPES.userRead],
 };
@@ -41,26 +44,4 @@ export const SCOPE_LABELS: Record<string, string> = {
   [SCOPES.userRead]: 'Read your user profile (username and avatar)',
 };
 
-const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
-
-/**
- * Parses a scope parameter (RFC 6749 §3.3: space-delimited, case-sensitive) into canonical names in a stable order;
- * unknown scopes or scopes of another resource → `invalid_scope`. Write implies read.
- */
-export function parseScope(raw: string | undefined, kind: ResourceKind): string[] {
-  if (raw === undefined) return [...DEFAULTS[kind]];
-  const names = raw.split(' ').filter(Boolean);
-  if (names.length === 0) return [...DEFAULTS[kind]];
-  const out = new Set<string>();
-  for (const name of names) {
-    if (!SCOPE_TOKEN.test(name)) throw new OAuthError('invalid_scope', 'The scope parameter is malformed');
-    const canonical = ALIASES[name] ?? name;
-    if (!BY_KIND[kind].includes(canonical)) {
-      throw new OAuthError('invalid_scope', `The scope ${name} is unknown or not valid for this resource`);
-    }
-    out.add(canonical);
-  }
-  if (out.has(SCOPES.agencyWrite)) out.add(SCOPES.agencyRead);
-  if (out.size === 1 && out.has(SCOPES.offline)) for (const s of DEFAULTS[kind]) out.add(s);
-  return BY_KIND[kind].filter((s) => out.has(s));
-}
+export const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;

@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { acceptForms } from './form.js';
-import type { AppContext } from '../context.js';
 import { CSS, layout, markup, PageError } from './html.js';
 
 /** CSP of every page: no scripts at all, styles from our own stylesheet, never framed (clickjacking). */
@@ -16,7 +15,7 @@ export function contentSecurityPolicy(formAction: string[] = ["'self'"]): string
 }
 
 /** Makes an encapsulated scope serve HTML pages: form bodies, security headers, errors rendered as pages. */
-export function pageScope(app: FastifyInstance, _ctx: AppContext): void {
+export function pageScope(app: FastifyInstance, _ctx?: unknown): void {
   acceptForms(app);
   app.addHook('onSend', async (_request, reply, payload) => {
     if (!reply.hasHeader('content-security-policy'))

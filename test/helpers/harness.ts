@@ -7,7 +7,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { type Services, type StartOptions, startServices } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config/config.js';
-import { ManualClock } from '../../src/domain/clock.js';
+import { ManualClock } from '../../src/base/clock.js';
 import { seedDemo } from '../../src/domain/demo-seed.js';
 
 /** Which engine the suite runs on: `TEST_DATABASE=postgres` switches from the embedded database. */

@@ -1,6 +1,6 @@
 import { generateKeyPair, SignJWT } from 'jose';
 import type { AppContext } from '../../src/context.js';
-import { toEpochSeconds } from '../../src/domain/clock.js';
+import { toEpochSeconds } from '../../src/base/clock.js';
 import { activateGrant, createPendingConnection } from '../../src/domain/connections.js';
 import { signJwt, TOKEN_TYPES } from '../../src/tokens/jwt.js';
 
