@@ -4,6 +4,11 @@ import { pino } from 'pino';
 import { agencyMcpSurface } from './agency-mcp/plugin.js';
 import { apiServerOptions, apiSurface } from './api/plugin.js';
 import { authSurface } from './auth/plugin.js';
+import { AI_CATALOG_PATH } from './companions/ai-catalog.js';
+import { mcpHostCompanions, restHostCompanions } from './companions/hosts.js';
+import { dashboardRoutes } from './dashboard/dashboard.js';
+import { signInRoutes } from './dashboard/sign-in.js';
+import { dashboardApiRoutes } from './dashboard-api/plugin.js';
 import { type Config, SURFACES, type Surface, urlHost } from './config/config.js';
 import type { AppContext } from './context.js';
 import { type Clock, systemClock } from './base/clock.js';
@@ -30,11 +35,31 @@ interface SurfaceModule {
   serverOptions?: (ctx: AppContext) => SurfaceServerOptions;
 }
 
+/**
+ * Each surface with what it is handed from the layers above it: the companions (public documents describing every
+ * surface) and the member pages are built here, so no surface imports another one's folder to get them.
+ */
 const SURFACE_MODULES: Record<Surface, SurfaceModule> = {
-  api: { plugin: apiSurface, serverOptions: apiServerOptions },
-  mcp: { plugin: mcpSurface, serverOptions: () => MCP_SERVER_OPTIONS },
-  'agency-mcp': { plugin: agencyMcpSurface, serverOptions: () => MCP_SERVER_OPTIONS },
-  auth: { plugin: authSurface },
+  api: {
+    plugin: (app, ctx) => apiSurface(app, ctx, restHostCompanions(ctx)),
+    serverOptions: (ctx) => apiServerOptions(ctx, AI_CATALOG_PATH),
+  },
+  mcp: {
+    plugin: (app, ctx) => mcpSurface(app, ctx, mcpHostCompanions(ctx, 'user')),
+    serverOptions: () => MCP_SERVER_OPTIONS,
+  },
+  'agency-mcp': {
+    plugin: (app, ctx) => agencyMcpSurface(app, ctx, mcpHostCompanions(ctx, 'agency')),
+    serverOptions: () => MCP_SERVER_OPTIONS,
+  },
+  auth: {
+    plugin: (app, ctx) =>
+      authSurface(app, ctx, {
+        signIn: (pages) => signInRoutes(pages, ctx),
+        dashboard: (pages, registry) => dashboardRoutes(pages, ctx, registry),
+        api: (scope) => dashboardApiRoutes(scope, ctx),
+      }),
+  },
 };
 
 export interface StartOptions {
