@@ -69,7 +69,7 @@ export async function authorizeRoutes(
   const issuer = () => urls.issuer(ctx.config);
 
   /** Validates in RFC 6749 order: client and redirect URI first (page errors), then the rest (redirect errors). */
-  async function validate(query: string): Promise<AuthorizationRequest> {
+  async function validate(query: string, requester?: string): Promise<AuthorizationRequest> {
     const p = new Params(new URLSearchParams(query));
     // RFC 6749 §4.1.2.1: if the client or redirect URI is missing, invalid or mismatching, do NOT redirect.
     if (p.repeated('client_id'))
@@ -78,7 +78,7 @@ export async function authorizeRoutes(
     if (!clientId) throw new PageError(400, 'Invalid request', 'The client_id parameter is missing.');
     let client: ResolvedClient;
     try {
-      client = await registry.resolve(clientId);
+      client = await registry.resolve(clientId, requester);
     } catch (e) {
       if (e instanceof UnknownClientError) throw new PageError(400, 'Unknown application', e.message);
       throw e;
@@ -174,7 +174,7 @@ export async function authorizeRoutes(
   // GET /oauth2/auth: the authorization endpoint (RFC 6749 §3.1).
   app.get('/oauth2/auth', async (request, reply) =>
     step(reply, 302, async () => {
-      const req = await validate(queryOf(request.url));
+      const req = await validate(queryOf(request.url), request.ip);
       const user = await currentUser(ctx, request);
       if (!user) {
         return redirect(reply, 302, `/sign-in?next=${encodeURIComponent(`/oauth2/auth?${req.query}`)}`);
@@ -213,7 +213,7 @@ export async function authorizeRoutes(
     const q = request.query as Record<string, unknown>;
     const query = typeof q['request'] === 'string' ? q['request'] : '';
     return step(reply, 302, async () => {
-      const req = await validate(query);
+      const req = await validate(query, request.ip);
       const user = await currentUser(ctx, request);
       if (!user)
         return redirect(reply, 302, `/sign-in?next=${encodeURIComponent(`/oauth2/auth?${req.query}`)}`);
@@ -346,7 +346,7 @@ ${m.writeRefusal ? markup`<p class="muted">${m.writeRefusal}</p>` : ''}
     if (!(form instanceof URLSearchParams)) throw new PageError(400, 'Bad request', 'Send the consent form.');
     checkCsrf(ctx, request, form);
     return step(reply, 303, async () => {
-      const req = await validate(form.get('request') ?? '');
+      const req = await validate(form.get('request') ?? '', request.ip);
       const user = await currentUser(ctx, request);
       if (!user)
         return redirect(reply, 303, `/sign-in?next=${encodeURIComponent(`/oauth2/auth?${req.query}`)}`);

@@ -8,37 +8,57 @@ export type SignInOutcome =
   | { ok: false; reason: 'invalid_credentials' }
   | { ok: false; reason: 'rate_limited'; retryAfterSeconds: number };
 
+export type SignInGuard = (ip: string, username: string, password: string) => Promise<SignInOutcome>;
+
 /**
- * Password sign-in with its rate limits, shared by the session API and the sign-in page (they share the counters):
- * attempts per client address, and failures per username. A username over its failures is refused before the
- * password is even checked, so nothing can be guessed while it is blocked; a success clears its failures.
+ * A username's budget across all addresses, as a multiple of the per-address budget: it caps a guesser spread over
+ * many addresses, and locking a member out this way takes failures from at least this many addresses.
  */
-export function signInGuard(
-  ctx: AppContext,
-): (ip: string, username: string, password: string) => Promise<SignInOutcome> {
+export const USERNAME_BUDGET_FACTOR = 10;
+
+const GUARDS = new WeakMap<AppContext, SignInGuard>();
+
+/**
+ * Password sign-in with its rate limits (docs/security.md#sign-in), one per process and shared by the session API and
+ * the sign-in page, so the two count against one budget:
+ * - attempts per client address (`SIGNIN_LIMIT_PER_IP`);
+ * - password checks per username and address (`SIGNIN_LIMIT_PER_USERNAME`): a guesser gets that many guesses per
+ *   window, and ten wrong passwords from one address do not lock the member out from their own;
+ * - password checks per username over all addresses (that budget × USERNAME_BUDGET_FACTOR), against spread guessing.
+ * Each check is paid for before the password is checked, atomically in the limiter's store, so concurrent attempts
+ * cannot all read "not yet limited" and then all be checked. A success refunds its own payment and clears the
+ * address's failures.
+ */
+export function signInGuard(ctx: AppContext): SignInGuard {
+  let guard = GUARDS.get(ctx);
+  if (!guard) {
+    guard = buildGuard(ctx);
+    GUARDS.set(ctx, guard);
+  }
+  return guard;
+}
+
+function buildGuard(ctx: AppContext): SignInGuard {
   const { perUsername, perIp, windowSeconds } = ctx.config.signinLimit;
-  const byIp = ctx.limiters({ keyPrefix: 'signin-ip', points: perIp, durationSeconds: windowSeconds });
-  const failures = ctx.limiters({
-    keyPrefix: 'signin-user',
-    points: perUsername,
-    durationSeconds: windowSeconds,
-  });
+  const limiter = (keyPrefix: string, points: number) =>
+    ctx.limiters({ keyPrefix, points, durationSeconds: windowSeconds });
+  const byIp = limiter('signin-ip', perIp);
+  const byUserAndIp = limiter('signin-user-ip', perUsername);
+  const byUser = limiter('signin-user-all', perUsername * USERNAME_BUDGET_FACTOR);
 
   return async (ip, username, password) => {
+    const userAndIp = JSON.stringify([username, ip]);
     try {
       await byIp.consume(ip);
-      const spent = await failures.get(username);
-      if (spent && spent.remainingPoints <= 0) await failures.consume(username);
-      const user = await authenticate(ctx.db, username, password);
-      if (!user) {
-        await failures.consume(username);
-        return { ok: false, reason: 'invalid_credentials' };
-      }
-      await failures.delete(username);
-      return { ok: true, user };
+      await byUserAndIp.consume(userAndIp);
+      await byUser.consume(username);
     } catch (e) {
       if (!(e instanceof RateLimiterRes)) throw e;
       return { ok: false, reason: 'rate_limited', retryAfterSeconds: retryAfterSeconds(e) };
     }
+    const user = await authenticate(ctx.db, username, password);
+    if (!user) return { ok: false, reason: 'invalid_credentials' };
+    await Promise.all([byUserAndIp.delete(userAndIp), byUser.reward(username, 1)]);
+    return { ok: true, user };
   };
 }

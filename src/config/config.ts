@@ -65,6 +65,10 @@ export const envSchema = z.object({
   DCR_LIMIT_PER_IP: positiveInt.default(20),
   DCR_LIMIT_WINDOW_SECONDS: positiveInt.default(3600),
   CIMD_FETCH_TIMEOUT_MS: z.coerce.number().int().min(100).max(10_000).default(3000),
+  CIMD_MAX_CLIENTS: positiveInt.default(10_000),
+  CIMD_FETCH_LIMIT_PER_IP: positiveInt.default(30),
+  CIMD_FETCH_LIMIT_WINDOW_SECONDS: positiveInt.default(3600),
+  CIMD_MAX_CONCURRENT_FETCHES: positiveInt.max(1000).default(8),
   CIMD_TEST_CA_FILE: z.string().min(1).optional(),
   CIMD_TEST_ALLOW_LOOPBACK: onOff.default(false),
   // Agency MCP server → token exchange (RFC 8693); unset = a random secret per process (DESIGN §6).
@@ -109,7 +113,15 @@ export interface Config {
     /** The pre-registered clients data file; undefined = the one shipped in `clients/preregistered.json`. */
     preregisteredClientsFile: string | undefined;
     dcr: { maxClients: number; unusedTtlSeconds: number; perIp: number; windowSeconds: number };
-    cimd: { fetchTimeoutMs: number; testCaFile: string | undefined; testAllowLoopback: boolean };
+    cimd: {
+      fetchTimeoutMs: number;
+      maxClients: number;
+      fetchesPerIp: number;
+      fetchWindowSeconds: number;
+      maxConcurrentFetches: number;
+      testCaFile: string | undefined;
+      testAllowLoopback: boolean;
+    };
   };
   agencyMcp: {
     /**
@@ -203,6 +215,10 @@ function fromEnv(e: Env): Config {
       },
       cimd: {
         fetchTimeoutMs: e.CIMD_FETCH_TIMEOUT_MS,
+        maxClients: e.CIMD_MAX_CLIENTS,
+        fetchesPerIp: e.CIMD_FETCH_LIMIT_PER_IP,
+        fetchWindowSeconds: e.CIMD_FETCH_LIMIT_WINDOW_SECONDS,
+        maxConcurrentFetches: e.CIMD_MAX_CONCURRENT_FETCHES,
         testCaFile: e.CIMD_TEST_CA_FILE,
         testAllowLoopback: e.CIMD_TEST_ALLOW_LOOPBACK,
       },

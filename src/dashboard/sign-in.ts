@@ -35,7 +35,7 @@ ${message ? markup`<p class="error" role="alert">${message}</p>` : ''}
 </form>`;
 
   app.get('/sign-in', async (request, reply) => {
-    const next = safeNext((request.query as Record<string, string | undefined>)['next']);
+    const next = safeNext((request.query as Record<string, unknown>)['next']);
     if (await currentUser(ctx, request)) return reply.code(303).header('location', next).send();
     return sendPage(reply, 200, 'Sign in', form(csrfToken(ctx, request, reply), next));
   });

@@ -15,16 +15,27 @@ import { PageError } from '../web/html.js';
 const isHttps = (ctx: AppContext) => urls.issuer(ctx.config).startsWith('https://');
 const cookieName = (ctx: AppContext, base: string) => (isHttps(ctx) ? `__Host-${base}` : base);
 
+/** The service's own cookie values: session JWTs and CSRF tokens, all base64url with dots; nothing to decode. */
+const OWN_COOKIE_VALUE = /^[A-Za-z0-9._-]{1,4096}$/;
+
+/**
+ * The service's own cookies of a request. Other sites' cookies on the same host (analytics and the like) are never
+ * decoded, so a malformed one (`_ga=GA1.1.100%`) cannot break a page; a value of ours in another shape is ignored.
+ */
 export function readCookies(request: FastifyRequest): Record<string, string> {
   const out: Record<string, string> = {};
   for (const part of (request.headers.cookie ?? '').split(';')) {
     const i = part.indexOf('=');
     if (i < 0) continue;
     const k = part.slice(0, i).trim();
-    if (k && !(k in out)) out[k] = decodeURIComponent(part.slice(i + 1).trim());
+    const v = part.slice(i + 1).trim();
+    if (!OWN_COOKIES.has(k) || k in out || !OWN_COOKIE_VALUE.test(v)) continue;
+    out[k] = v;
   }
   return out;
 }
+
+const OWN_COOKIES = new Set(['svc_session', 'svc_csrf', '__Host-svc_session', '__Host-svc_csrf']);
 
 function setCookie(ctx: AppContext, reply: FastifyReply, name: string, value: string, maxAgeSeconds: number) {
   const attrs = [
@@ -98,10 +109,24 @@ export function checkCsrf(ctx: AppContext, request: FastifyRequest, form: URLSea
   }
 }
 
-/** A local path to return to after sign-in: must start with a single `/` (no open redirect). */
-export function safeNext(next: string | undefined, fallback = '/dashboard'): string {
-  if (!next?.startsWith('/') || next.startsWith('//') || next.startsWith('/\\') || /[\r\n]/.test(next)) {
+/**
+ * A path on this origin to return to after sign-in, or the fallback: no open redirect. `next` is resolved the way a
+ * browser resolves a Location (the WHATWG URL parser drops tabs and newlines and reads `\\` as `/`, so `/\t/evil` and
+ * `/\\evil` are other hosts) and kept only when it stays on the origin; it is answered in its parsed, percent-encoded
+ * form, so no control character or non-ASCII character reaches a header.
+ */
+export function safeNext(next: unknown, fallback = '/dashboard'): string {
+  if (typeof next !== 'string' || !next.startsWith('/') || next.length > 2048) return fallback;
+  let resolved: URL;
+  try {
+    resolved = new URL(next, SAME_ORIGIN_PROBE);
+  } catch {
     return fallback;
   }
-  return next;
+  if (resolved.origin !== SAME_ORIGIN_PROBE) return fallback;
+  const path = `${resolved.pathname}${resolved.search}`;
+  return path.startsWith('//') ? fallback : path;
 }
+
+/** Any origin of our own will do to see whether a relative reference leaves it. */
+const SAME_ORIGIN_PROBE = 'https://as.invalid';

@@ -22,6 +22,7 @@ let base: string;
 let server: TestServer;
 let strict: TestServer;
 const hits: Record<string, number> = {};
+const concurrent = { now: 0, max: 0 };
 
 beforeAll(async () => {
   dir = makeTestCertificate('svc-cimd-');
@@ -62,6 +63,15 @@ beforeAll(async () => {
         setTimeout(() => json(doc()), 4000).unref();
         return;
       }
+      if (path.startsWith('/pause')) {
+        concurrent.now++;
+        concurrent.max = Math.max(concurrent.max, concurrent.now);
+        setTimeout(() => {
+          concurrent.now--;
+          json(doc());
+        }, 400);
+        return;
+      }
       if (path === '/coalesce') {
         setTimeout(() => json(doc()), 300);
         return;
@@ -72,7 +82,7 @@ beforeAll(async () => {
   );
   await new Promise<void>((r) => docs.listen(0, '127.0.0.1', r));
   base = `https://127.0.0.1:${(docs.address() as AddressInfo).port}`;
-  const env = { AGENCY_MCP_URL, CIMD_TEST_CA_FILE: join(dir, 'cert.pem') };
+  const env = { AGENCY_MCP_URL, CIMD_TEST_CA_FILE: join(dir, 'cert.pem'), CIMD_FETCH_LIMIT_PER_IP: '1000' };
   server = await startTestServer({ env: { ...env, CIMD_TEST_ALLOW_LOOPBACK: 'on' } });
   strict = await startTestServer({ env });
 });
@@ -192,7 +202,7 @@ describe(`Client ID Metadata Documents (${ENGINE})`, () => {
   });
   it('a slow server (over about 3 s)', async () => {
     const t0 = Date.now();
-    await expectRefused(await authPage(server, `${base}/slow`), /timed out/);
+    await expectRefused(await authPage(server, `${base}/slow`), /could not be fetched/);
     expect(Date.now() - t0).toBeLessThan(3900);
   });
   it('a document with a client secret (not a public client)', async () => {
@@ -210,22 +220,91 @@ describe(`Client ID Metadata Documents (${ENGINE})`, () => {
   });
   it('a special-use address is refused on the connected socket (127.0.0.1 literal) without the test allowance', async () => {
     const before = hits['/good'] ?? 0;
-    await expectRefused(await authPage(strict, `${base}/good`), /special-use/);
+    await expectRefused(await authPage(strict, `${base}/good`), /could not be fetched/);
     expect(hits['/good'] ?? 0).toBe(before);
   });
   it('a host name resolving to a special-use address is refused (localhost)', async () => {
     const port = new URL(base).port;
-    await expectRefused(await authPage(strict, `https://localhost:${port}/good`), /special-use/);
+    await expectRefused(await authPage(strict, `https://localhost:${port}/good`), /could not be fetched/);
   });
   it('private and link-local literals are refused even with the loopback allowance', async () => {
-    await expectRefused(await authPage(server, 'https://10.0.0.1/client.json'), /special-use/);
-    await expectRefused(await authPage(server, 'https://169.254.169.254/latest'), /special-use/);
-    await expectRefused(await authPage(server, 'https://[::ffff:192.168.1.1]/c'), /special-use/);
+    await expectRefused(await authPage(server, 'https://10.0.0.1/client.json'), /could not be fetched/);
+    await expectRefused(await authPage(server, 'https://169.254.169.254/latest'), /could not be fetched/);
+    await expectRefused(await authPage(server, 'https://[::ffff:192.168.1.1]/c'), /could not be fetched/);
   });
   it('the test-only settings are refused in production', () => {
     expect(() => loadConfig({ NODE_ENV: 'production', CIMD_TEST_ALLOW_LOOPBACK: 'on' })).toThrow(ConfigError);
     expect(() => loadConfig({ NODE_ENV: 'production', CIMD_TEST_CA_FILE: '/tmp/x.pem' })).toThrow(
       /^Invalid CIMD_TEST_CA_FILE="\/tmp\/x.pem": a test-only setting/,
     );
+  });
+});
+
+describe(`Client ID Metadata Documents that anyone can make us fetch and store (${ENGINE})`, () => {
+  const withServer = async (env: Record<string, string>, run: (s: TestServer) => Promise<void>) => {
+    const s = await startTestServer({
+      env: {
+        AGENCY_MCP_URL,
+        CIMD_TEST_CA_FILE: join(dir, 'cert.pem'),
+        CIMD_TEST_ALLOW_LOOPBACK: 'on',
+        ...env,
+      },
+    });
+    try {
+      await run(s);
+    } finally {
+      await s.close();
+    }
+  };
+  const storedCimd = async (s: TestServer) =>
+    (
+      await s.services.ctx.db
+        .selectFrom('oauth_clients')
+        .select('client_id')
+        .where('kind', '=', 'cimd')
+        .execute()
+    ).length;
+
+  it('a network failure is one generic message to the client (no port-scan or DNS oracle); the detail is logged', async () => {
+    const res = await authPage(server, 'https://127.0.0.1:1/refused');
+    const page = await res.text();
+    expect(page).toMatch(/could not be fetched/);
+    expect(page).not.toMatch(/ECONNREFUSED|connect|127\.0\.0\.1:1/);
+    const line = server.logs.lines.find(
+      (l) => l['msg'] === 'metadata document refused' && String(l['detail']).includes('ECONNREFUSED'),
+    );
+    expect(line).toBeDefined();
+  });
+
+  it('the stored documents are capped: 6 new documents with CIMD_MAX_CLIENTS=3 leave at most 3 rows', async () => {
+    await withServer({ CIMD_MAX_CLIENTS: '3', CIMD_FETCH_LIMIT_PER_IP: '1000' }, async (s) => {
+      for (let i = 0; i < 6; i++) await authPage(s, `${base}/good-cap-${i}-${Date.now()}`);
+      expect(await storedCimd(s)).toBeLessThanOrEqual(3);
+    });
+  });
+
+  it('new documents per client address are rate limited (CIMD_FETCH_LIMIT_PER_IP=2)', async () => {
+    await withServer({ CIMD_FETCH_LIMIT_PER_IP: '2' }, async (s) => {
+      const before = Object.values(hits).reduce((a, b) => a + b, 0);
+      for (let i = 0; i < 2; i++)
+        expect((await authPage(s, `${base}/good-budget-${i}-${Date.now()}`)).status).toBe(200);
+      const third = await authPage(s, `${base}/good-budget-3-${Date.now()}`);
+      expect(third.status).toBe(400);
+      expect(await third.text()).toMatch(/too many new client metadata documents/);
+      expect(Object.values(hits).reduce((a, b) => a + b, 0) - before).toBe(2);
+    });
+  });
+
+  it('concurrent outbound fetches are capped (CIMD_MAX_CONCURRENT_FETCHES=2): 8 slow documents at once', async () => {
+    await withServer({ CIMD_MAX_CONCURRENT_FETCHES: '2', CIMD_FETCH_LIMIT_PER_IP: '1000' }, async (s) => {
+      concurrent.max = 0;
+      const pages = await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          authPage(s, `${base}/pause-${i}-${Date.now()}`).then((r) => r.text()),
+        ),
+      );
+      expect(concurrent.max).toBeLessThanOrEqual(2);
+      expect(pages.filter((p) => /being fetched right now/.test(p)).length).toBeGreaterThan(0);
+    });
   });
 });

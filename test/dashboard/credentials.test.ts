@@ -109,3 +109,21 @@ describe(`an API session token used as the browser session cookie (${ENGINE})`, 
     expect(end.status).toBe(204);
   });
 });
+
+describe(`open redirect through the sign-in page's next (${ENGINE})`, () => {
+  for (const next of ['%2F%09%2Fevil.example%2Fx', '%2F%09%5C%5Cevil.example', '%2F%5Cevil.example']) {
+    it(`a signed-in browser sent to /sign-in?next=${next} stays on the authorization server`, async () => {
+      const context = await chromium.newContext({ javaScriptEnabled: false });
+      const page = await context.newPage();
+      page.setDefaultTimeout(8000);
+      await page.goto(`${server.url.auth}/sign-in`);
+      await page.getByLabel('Username').fill('ada');
+      await page.getByLabel('Password').fill('ada-demo-password');
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.waitForURL(/\/dashboard/);
+      await page.goto(`${server.url.auth}/sign-in?next=${next}`).catch(() => undefined);
+      expect(new URL(page.url()).origin).toBe(new URL(server.url.auth).origin);
+      await context.close();
+    });
+  }
+});

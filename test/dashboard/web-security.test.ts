@@ -102,4 +102,22 @@ describe(`web security (${ENGINE})`, () => {
     expect(res.headers.get('www-authenticate')).toBe(`Basic realm="${PUBLIC}"`);
     expect(res.headers.get('cache-control')).toBe('no-store');
   });
+
+  it('a malformed cookie of another site (_ga=GA1.1.100%) does not break any page', async () => {
+    for (const path of ['/sign-in', '/dashboard', '/sign-in?next=%2Fdashboard', '/oauth2/auth?client_id=x']) {
+      const res = await fetch(`${origin}${path}`, {
+        redirect: 'manual',
+        headers: { cookie: '_ga=GA1.1.100%; other=%E0%A4%A; svc_session=%%%' },
+      });
+      expect(res.status, path).toBeLessThan(500);
+    }
+  });
+
+  it('a next with a control character or a character above U+00FF does not break the sign-in page', async () => {
+    for (const next of ['/dash%01board', '/%E2%98%83', '/%0D%0ASet-Cookie:%20x=y']) {
+      const res = await fetch(`${origin}/sign-in?next=${next}`, { redirect: 'manual' });
+      expect(res.status, next).toBe(200);
+      expect(res.headers.get('set-cookie') ?? '').not.toContain('x=y');
+    }
+  });
 });

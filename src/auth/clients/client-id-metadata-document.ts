@@ -25,8 +25,30 @@ export const CIMD_MAX_BYTES = 5 * 1024;
 export const CIMD_MIN_CACHE_MS = 30_000;
 export const CIMD_MAX_CACHE_MS = 24 * 3600 * 1000;
 
+/**
+ * Why a metadata document cannot be used. `message` is what the client is told; `detail`, for the log only, is the
+ * network's own account (connection refused, TLS, DNS, timeout), which told to anyone would make the server a port
+ * scanner and a DNS oracle for them.
+ */
 export class CimdError extends Error {
   override name = 'CimdError';
+  constructor(
+    message: string,
+    readonly detail?: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The one thing a client learns when the network fetch of its document fails, whatever the cause. */
+export const CIMD_UNREACHABLE = 'the metadata document could not be fetched from its URL';
+
+/** What the resolver needs besides the fetch itself: room in the store, and the per-address fetch budget. */
+export interface CimdPolicy {
+  /** Called before a new document's first fetch for a requester; throws CimdError when the address is over budget. */
+  admitFetch(requester: string | undefined): Promise<void>;
+  /** Called before a document not stored yet is stored; throws CimdError when the store is full. */
+  makeRoom(): Promise<void>;
 }
 
 export const looksLikeCimd = (clientId: string): boolean => /^https:\/\//i.test(clientId);
@@ -59,10 +81,14 @@ export class CimdResolver {
   private readonly refused = new Lru<string, { error: CimdError; until: number }>(1000);
   private readonly ca: string[] | undefined;
 
+  /** Network fetches under way now (coalesced fetches of one URL count once), capped by CIMD_MAX_CONCURRENT_FETCHES. */
+  private fetching = 0;
+
   constructor(
     private readonly db: Kysely<Database>,
     private readonly clock: Clock,
     private readonly config: Config,
+    private readonly policy: CimdPolicy = { admitFetch: async () => {}, makeRoom: async () => {} },
   ) {
     const caFile = config.oauth.cimd.testCaFile;
     this.ca = caFile ? [...rootCertificates, readFileSync(caFile, 'utf8')] : undefined;
@@ -71,7 +97,7 @@ export class CimdResolver {
   /** Number of network fetches made (tests check caching and coalescing). */
   fetches = 0;
 
-  async resolve(clientId: string): Promise<ResolvedClient> {
+  async resolve(clientId: string, requester?: string): Promise<ResolvedClient> {
     const problem = cimdUrlProblem(clientId);
     if (problem) throw new CimdError(problem);
     const now = this.clock.now();
@@ -92,18 +118,26 @@ export class CimdResolver {
     }
     let pending = this.inFlight.get(clientId);
     if (!pending) {
-      pending = this.fetchAndStore(clientId)
+      await this.policy.admitFetch(requester);
+      if (this.fetching >= this.config.oauth.cimd.maxConcurrentFetches) {
+        throw new CimdError('too many client metadata documents are being fetched right now; retry shortly');
+      }
+      this.fetching++;
+      pending = this.fetchAndStore(clientId, stored !== undefined)
         .catch((e: unknown) => {
           if (e instanceof CimdError) this.refused.set(clientId, { error: e, until: now + CIMD_MIN_CACHE_MS });
           throw e;
         })
-        .finally(() => this.inFlight.delete(clientId));
+        .finally(() => {
+          this.fetching--;
+          this.inFlight.delete(clientId);
+        });
       this.inFlight.set(clientId, pending);
     }
     return pending;
   }
 
-  private async fetchAndStore(clientId: string): Promise<ResolvedClient> {
+  private async fetchAndStore(clientId: string, alreadyStored: boolean): Promise<ResolvedClient> {
     this.fetches++;
     const { body, maxAgeMs } = await this.fetchDocument(clientId);
     let json: unknown;
@@ -126,6 +160,7 @@ export class CimdResolver {
     const now = this.clock.now();
     const expiresAt = now + Math.min(CIMD_MAX_CACHE_MS, Math.max(CIMD_MIN_CACHE_MS, maxAgeMs));
     const metadata = JSON.stringify(checked.metadata);
+    if (!alreadyStored) await this.policy.makeRoom();
     await this.db
       .insertInto('oauth_clients')
       .values({
@@ -149,7 +184,7 @@ export class CimdResolver {
     const u = new URL(url);
     const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
     if (isIP(host) && isSpecialUse(host, allowLoopback)) {
-      return Promise.reject(new CimdError('the client_id host is a special-use address'));
+      return Promise.reject(new CimdError(CIMD_UNREACHABLE, 'the client_id host is a special-use address'));
     }
     // Refuse special-use answers before connecting; the connected socket is checked again below.
     const lookup: LookupFunction = (hostname, options, callback) => {
@@ -159,7 +194,7 @@ export class CimdResolver {
           (a) => !isSpecialUse(a.address, allowLoopback),
         );
         if (list.length === 0) {
-          return callback(new CimdError('the client_id host resolves to a special-use address'), '', 0);
+          return callback(new CimdError(CIMD_UNREACHABLE, 'the host resolves to a special-use address'), '', 0);
         }
         if ((options as { all?: boolean }).all)
           return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
@@ -168,13 +203,14 @@ export class CimdResolver {
     };
     return new Promise((resolve, reject) => {
       let settled = false;
-      const fail = (message: string) => {
+      const fail = (message: string, detail?: string) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
         req.destroy();
-        reject(new CimdError(message));
+        reject(new CimdError(message, detail));
       };
+      const unreachable = (detail: string) => fail(CIMD_UNREACHABLE, detail);
       const req = httpsRequest(url, {
         method: 'GET',
         headers: { accept: 'application/json', 'user-agent': 'svc-agent-access (client metadata fetch)' },
@@ -183,20 +219,18 @@ export class CimdResolver {
         ...(this.ca ? { ca: this.ca } : {}),
       });
       const timer = setTimeout(
-        () => fail('fetching the metadata document timed out'),
+        () => unreachable('timed out'),
         this.config.oauth.cimd.fetchTimeoutMs,
       );
       req.on('socket', (socket: Socket) => {
         const check = () => {
           const addr = socket.remoteAddress;
-          if (!addr || isSpecialUse(addr, allowLoopback)) fail('the client_id host is a special-use address');
+          if (!addr || isSpecialUse(addr, allowLoopback)) unreachable(`connected to special-use address ${addr}`);
         };
         if (socket.connecting) socket.once('connect', check);
         else check();
       });
-      req.on('error', (e) =>
-        fail(e instanceof CimdError ? e.message : `fetching the metadata document failed: ${e.message}`),
-      );
+      req.on('error', (e) => unreachable(e instanceof CimdError ? (e.detail ?? e.message) : e.message));
       req.on('response', (res) => {
         if (res.statusCode !== 200) {
           res.resume();
@@ -215,7 +249,7 @@ export class CimdResolver {
           if (size > CIMD_MAX_BYTES) return fail('the metadata document is larger than 5 KiB');
           chunks.push(c);
         });
-        res.on('error', (e) => fail(`reading the metadata document failed: ${e.message}`));
+        res.on('error', (e) => unreachable(`reading the body: ${e.message}`));
         res.on('end', () => {
           if (settled) return;
           settled = true;

@@ -5,6 +5,7 @@ import type { AppContext } from '../../context.js';
 import { toEpochSeconds } from '../../base/clock.js';
 import { retryAfterSeconds } from '../../http/rate-limit.js';
 import { OAuthError } from '../../http/oauth-errors.js';
+import { ClientCapacityError, makeRoomForClient } from './capacity.js';
 import { checkClientMetadata } from './client.js';
 
 /**
@@ -69,55 +70,15 @@ export async function registrationRoutes(app: FastifyInstance, ctx: AppContext):
   });
 }
 
-/** Prunes never-used clients past their time, then the oldest never-used one if still at the cap. */
+/** Room for one more registration, or 503 when the cap is reached and nothing can be pruned. */
 async function makeRoom(ctx: AppContext): Promise<void> {
-  const { maxClients, unusedTtlSeconds } = ctx.config.oauth.dcr;
-  const now = ctx.clock.now();
-  await ctx.db
-    .deleteFrom('oauth_clients')
-    .where('kind', '=', 'dcr')
-    .where('last_used_at', 'is', null)
-    .where('created_at', '<', now - unusedTtlSeconds * 1000)
-    .execute();
-  const count = async () =>
-    Number(
-      (
-        await ctx.db
-          .selectFrom('oauth_clients')
-          .select((eb) => eb.fn.countAll().as('n'))
-          .where('kind', '=', 'dcr')
-          .executeTakeFirstOrThrow()
-      ).n,
-    );
-  let n = await count();
-  while (n >= maxClients) {
-    const oldest = await ctx.db
-      .selectFrom('oauth_clients')
-      .select('client_id')
-      .where('kind', '=', 'dcr')
-      .where('last_used_at', 'is', null)
-      .orderBy('created_at')
-      .limit(Math.min(100, n - maxClients + 1))
-      .execute();
-    if (oldest.length === 0) {
-      throw new OAuthError(
-        'temporarily_unavailable',
-        'The registration capacity is used up; retry later',
-        503,
-        {
-          'retry-after': '3600',
-        },
-      );
-    }
-    await ctx.db
-      .deleteFrom('oauth_clients')
-      .where(
-        'client_id',
-        'in',
-        oldest.map((o) => o.client_id),
-      )
-      .execute();
-    n = await count();
+  try {
+    await makeRoomForClient(ctx.db, ctx.clock, 'dcr', ctx.config.oauth.dcr);
+  } catch (e) {
+    if (!(e instanceof ClientCapacityError)) throw e;
+    throw new OAuthError('temporarily_unavailable', 'The registration capacity is used up; retry later', 503, {
+      'retry-after': '3600',
+    });
   }
 }
 

@@ -1,10 +1,40 @@
 import type { AppContext } from '../../context.js';
 import { type ResolvedClient, toResolved } from './client.js';
-import { CimdError, CimdResolver, looksLikeCimd } from './client-id-metadata-document.js';
+import { RateLimiterRes } from 'rate-limiter-flexible';
+import { ClientCapacityError, makeRoomForClient } from './capacity.js';
+import { CimdError, type CimdPolicy, CimdResolver, looksLikeCimd } from './client-id-metadata-document.js';
 import { DEFAULT_PREREGISTERED_FILE, loadPreregisteredClients } from './preregistered.js';
 
 export class UnknownClientError extends Error {
   override name = 'UnknownClientError';
+}
+
+/** The store's cap and the per-address budget for Client ID Metadata Documents (docs/security.md). */
+function cimdPolicy(ctx: AppContext): CimdPolicy {
+  const { fetchesPerIp, fetchWindowSeconds, maxClients } = ctx.config.oauth.cimd;
+  const limiter = ctx.limiters({ keyPrefix: 'cimd-fetch-ip', points: fetchesPerIp, durationSeconds: fetchWindowSeconds });
+  return {
+    async admitFetch(requester) {
+      if (requester === undefined) return;
+      try {
+        await limiter.consume(requester);
+      } catch (e) {
+        if (!(e instanceof RateLimiterRes)) throw e;
+        throw new CimdError('too many new client metadata documents from your address; retry later');
+      }
+    },
+    async makeRoom() {
+      try {
+        await makeRoomForClient(ctx.db, ctx.clock, 'cimd', {
+          maxClients,
+          unusedTtlSeconds: ctx.config.oauth.dcr.unusedTtlSeconds,
+        });
+      } catch (e) {
+        if (!(e instanceof ClientCapacityError)) throw e;
+        throw new CimdError('this server cannot take new clients right now; retry later');
+      }
+    },
+  };
 }
 
 /** Finds a client by id: pre-registered (data file), dynamically registered (store), or a metadata document URL. */
@@ -16,19 +46,24 @@ export class ClientRegistry {
     this.preregistered = loadPreregisteredClients(
       ctx.config.oauth.preregisteredClientsFile ?? DEFAULT_PREREGISTERED_FILE,
     );
-    this.cimd = new CimdResolver(ctx.db, ctx.clock, ctx.config);
+    this.cimd = new CimdResolver(ctx.db, ctx.clock, ctx.config, cimdPolicy(ctx));
   }
 
-  /** The client, or throws UnknownClientError (shown as a page: the redirect URI cannot be trusted yet). */
-  async resolve(clientId: string): Promise<ResolvedClient> {
+  /**
+   * The client, or throws UnknownClientError (shown as a page: the redirect URI cannot be trusted yet). `requester`,
+   * the client address of the request, is charged when a new metadata document has to be fetched.
+   */
+  async resolve(clientId: string, requester?: string): Promise<ResolvedClient> {
     const pre = this.preregistered.get(clientId);
     if (pre) return pre;
     if (looksLikeCimd(clientId)) {
       try {
-        return await this.cimd.resolve(clientId);
+        return await this.cimd.resolve(clientId, requester);
       } catch (e) {
-        if (e instanceof CimdError)
+        if (e instanceof CimdError) {
+          this.ctx.log.info({ client_id: clientId, reason: e.message, detail: e.detail }, 'metadata document refused');
           throw new UnknownClientError(`The client's metadata document cannot be used: ${e.message}.`);
+        }
         throw e;
       }
     }
