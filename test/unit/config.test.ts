@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config/config.js';
+import { ConfigError, loadConfig } from '../../src/config/config.js';
 
 const load = (env: Record<string, string>) => loadConfig(env);
 const failure = (env: Record<string, string>) => {
