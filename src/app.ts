@@ -9,7 +9,7 @@ import { mcpHostCompanions, restHostCompanions } from './companions/hosts.js';
 import { dashboardRoutes } from './dashboard/dashboard.js';
 import { signInRoutes } from './dashboard/sign-in.js';
 import { dashboardApiRoutes } from './dashboard-api/plugin.js';
-import { type Config, SURFACES, type Surface, urlHost } from './config/config.js';
+import { type Config, knownUrl, publishBinding, SURFACES, type Surface } from './config/config.js';
 import type { AppContext } from './context.js';
 import { type Clock, systemClock } from './base/clock.js';
 import { isConnectionLive } from './domain/connections.js';
@@ -166,7 +166,7 @@ async function buildContext(
         )?.api_version ?? null,
     }),
     verifier: new TokenVerifier({
-      issuer: () => config.urls.auth ?? '',
+      issuer: () => knownUrl(config, 'auth') ?? '',
       keys,
       clock,
       cacheSize: config.tokenCacheSize,
@@ -189,9 +189,8 @@ async function listen(ctx: AppContext, surface: Surface, module: SurfaceModule):
   await app.register(async (scope) => module.plugin(scope, ctx));
   await app.listen({ host: config.host, port: config.ports[surface] });
   const { port } = app.server.address() as AddressInfo;
-  config.ports[surface] = port;
-  config.urls[surface] ??= `http://${urlHost(config.host)}:${port}`;
-  ctx.log.info({ surface, url: config.urls[surface], listen: `${config.host}:${port}` }, 'listening');
+  const url = publishBinding(config, surface, port);
+  ctx.log.info({ surface, url, listen: `${config.host}:${port}` }, 'listening');
   return app;
 }
 

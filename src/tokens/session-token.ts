@@ -1,5 +1,5 @@
 import type { Clock } from '../base/clock.js';
-import type { Config } from '../config/config.js';
+import { type Config, knownUrl } from '../config/config.js';
 import { urls } from '../config/urls.js';
 import { type SessionRow, sessionKindOf } from '../domain/sessions.js';
 import { signJwt, TOKEN_TYPES } from './jwt.js';
@@ -34,7 +34,8 @@ export const sessionApiAudience = (ctx: { config: Config }) => `${urls.issuer(ct
 
 /** The first-party resources an API session token is good for: those of the surfaces this deployment has. */
 function apiSessionAudiences(ctx: { config: Config }): string[] {
-  const { api, mcp } = ctx.config.urls;
+  const api = knownUrl(ctx.config, 'api');
+  const mcp = knownUrl(ctx.config, 'mcp');
   return [sessionApiAudience(ctx), api, mcp && `${mcp}/mcp`].filter(
     (u): u is string => typeof u === 'string',
   );
