@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
 import { markup, PageError } from '../web/html.js';
@@ -49,6 +49,8 @@ class RedirectError extends Error {
     readonly target: { redirectUri: string; state: string | undefined },
     readonly code: OAuthErrorCode,
     readonly description: string,
+    /** Set for errors in the request itself, found before anyone decided anything (see `mayRedirectErrors`). */
+    readonly requestOf?: ResolvedClient,
   ) {
     super(description);
   }
@@ -102,7 +104,8 @@ export async function authorizeRoutes(
     }
     const state = p.raw.get('state') ?? undefined;
     const target = { redirectUri, state };
-    const fail = (code: OAuthErrorCode, description: string) => new RedirectError(target, code, description);
+    const fail = (code: OAuthErrorCode, description: string) =>
+      new RedirectError(target, code, description, client);
     try {
       const responseType = p.get('response_type');
       if (responseType === undefined) throw fail('invalid_request', 'response_type is missing');
@@ -152,8 +155,14 @@ export async function authorizeRoutes(
     );
   }
 
-  /** Runs a step; a RedirectError goes back to the client, anything else to the page error handler. */
+  /**
+   * Runs a step; a RedirectError goes back to the client, anything else to the page error handler. An error in the
+   * request of a self-registered client is shown as a page instead while that client has never been used or nobody
+   * is signed in: otherwise anyone could register a URL and have this server bounce visitors to it at once
+   * (RFC 9700 §4.11.2, MCP authorization "Open Redirection").
+   */
   async function step(
+    request: FastifyRequest,
     reply: FastifyReply,
     status: 302 | 303,
     fn: () => Promise<FastifyReply>,
@@ -161,9 +170,17 @@ export async function authorizeRoutes(
     try {
       return await fn();
     } catch (e) {
-      if (e instanceof RedirectError) return redirectError(reply, status, e);
-      throw e;
+      if (!(e instanceof RedirectError)) throw e;
+      if (e.requestOf && !(await mayRedirectErrors(e.requestOf, request))) {
+        throw new PageError(400, 'The application sent an invalid request', `${e.description} (${e.code}).`);
+      }
+      return redirectError(reply, status, e);
     }
+  }
+
+  async function mayRedirectErrors(client: ResolvedClient, request: FastifyRequest): Promise<boolean> {
+    if (client.kind === 'preregistered') return true;
+    return (await currentUser(ctx, request)) !== undefined && (await registry.hasBeenUsed(client.clientId));
   }
 
   const queryOf = (url: string) => {
@@ -173,7 +190,7 @@ export async function authorizeRoutes(
 
   // GET /oauth2/auth: the authorization endpoint (RFC 6749 §3.1).
   app.get('/oauth2/auth', async (request, reply) =>
-    step(reply, 302, async () => {
+    step(request, reply, 302, async () => {
       const req = await validate(queryOf(request.url), request.ip);
       const user = await currentUser(ctx, request);
       if (!user) {
@@ -212,7 +229,7 @@ export async function authorizeRoutes(
   app.get('/oauth2/auth/consent', async (request, reply) => {
     const q = request.query as Record<string, unknown>;
     const query = typeof q['request'] === 'string' ? q['request'] : '';
-    return step(reply, 302, async () => {
+    return step(request, reply, 302, async () => {
       const req = await validate(query, request.ip);
       const user = await currentUser(ctx, request);
       if (!user)
@@ -345,7 +362,7 @@ ${m.writeRefusal ? markup`<p class="muted">${m.writeRefusal}</p>` : ''}
     const form = request.body;
     if (!(form instanceof URLSearchParams)) throw new PageError(400, 'Bad request', 'Send the consent form.');
     checkCsrf(ctx, request, form);
-    return step(reply, 303, async () => {
+    return step(request, reply, 303, async () => {
       const req = await validate(form.get('request') ?? '', request.ip);
       const user = await currentUser(ctx, request);
       if (!user)

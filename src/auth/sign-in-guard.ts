@@ -19,7 +19,7 @@ export const USERNAME_BUDGET_FACTOR = 10;
 const GUARDS = new WeakMap<AppContext, SignInGuard>();
 
 /**
- * Password sign-in with its rate limits (docs/security.md#sign-in), one per process and shared by the session API and
+ * Password sign-in with its rate limits (docs/security.md#limits-and-their-defaults), one per process and shared by the session API and
  * the sign-in page, so the two count against one budget:
  * - attempts per client address (`SIGNIN_LIMIT_PER_IP`);
  * - password checks per username and address (`SIGNIN_LIMIT_PER_USERNAME`): a guesser gets that many guesses per

@@ -51,6 +51,8 @@ export const envSchema = z.object({
     .min(1024)
     .max(1024 * 1024)
     .default(16 * 1024),
+  REQUEST_TIMEOUT_SECONDS: positiveInt.max(600).default(30),
+  MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(0).max(100_000).default(256),
   SIGNIN_LIMIT_PER_USERNAME: positiveInt.default(10),
   SIGNIN_LIMIT_PER_IP: positiveInt.default(100),
   SIGNIN_LIMIT_WINDOW_SECONDS: positiveInt.default(15 * 60),
@@ -102,6 +104,10 @@ export interface Config {
   livenessCacheSeconds: number;
   bodyLimitBytes: number;
   maxHeaderBytes: number;
+  /** Time a client has to send a whole request, headers and body (slow-body attacks). */
+  requestTimeoutSeconds: number;
+  /** Open connections per peer address per surface; 0 = no cap. Not applied behind a trusted proxy. */
+  maxConnectionsPerIp: number;
   signinLimit: { perUsername: number; perIp: number; windowSeconds: number };
   shutdownTimeoutSeconds: number;
   /** Both MCP servers answer their hottest canonical calls without the SDK (src/mcp/fast-path.ts); off = all via the SDK. */
@@ -204,6 +210,8 @@ function fromEnv(e: Env): Config {
     livenessCacheSeconds: e.LIVENESS_CACHE_SECONDS,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     maxHeaderBytes: e.MAX_HEADER_BYTES,
+    requestTimeoutSeconds: e.REQUEST_TIMEOUT_SECONDS,
+    maxConnectionsPerIp: e.MAX_CONNECTIONS_PER_IP,
     signinLimit: {
       perUsername: e.SIGNIN_LIMIT_PER_USERNAME,
       perIp: e.SIGNIN_LIMIT_PER_IP,

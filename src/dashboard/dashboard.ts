@@ -13,7 +13,13 @@ import {
 } from '../domain/agencies.js';
 import { type AuditRow, listAuditEvents } from '../domain/audit.js';
 import { toRfc3339 } from '../base/clock.js';
-import { endConnection, findConnection, listMemberConnections } from '../domain/connections.js';
+import {
+  type ConnectionRow,
+  endConnection,
+  findConnection,
+  listMemberConnections,
+  listUserLevelConnections,
+} from '../domain/connections.js';
 import { isRole, parseList, ROLES, roleAllows } from '../domain/permissions.js';
 import { findUserById } from '../domain/users.js';
 import { markup, PageError } from '../web/html.js';
@@ -58,7 +64,13 @@ export async function dashboardRoutes(
     const nav = { signedInAs: username, csrf };
     const notice = (request.query as Record<string, unknown>)['done'];
     if (!current) {
-      return sendPage(reply, 200, 'Dashboard', markup`<p>You are not a member of any agency yet.</p>`, nav);
+      return sendPage(
+        reply,
+        200,
+        'Dashboard',
+        markup`<p>You are not a member of any agency yet.</p>${await accountApps(user.userId, csrf)}`,
+        nav,
+      );
     }
     return sendPage(
       reply,
@@ -74,6 +86,7 @@ ${
 }
 <p class="muted">Your role: ${current.member.role}. Plan: ${current.agency.plan}.</p>
 ${await connectedApps(current, csrf)}
+${await accountApps(user.userId, csrf)}
 ${roleAllows(current.member.role, 'members:manage') ? await membersSection(current, csrf) : ''}
 ${roleAllows(current.member.role, 'settings:manage') ? settingsSection(current, csrf) : ''}
 ${await auditSection(current)}`,
@@ -83,6 +96,19 @@ ${await auditSection(current)}`,
 
   async function connectedApps(m: MembershipView, csrf: string) {
     const connections = await listMemberConnections(ctx.db, m.member.id);
+    return markup`<h2 id="connected-apps">Settings → Connected apps</h2>
+${await appsTable(connections, csrf, `No applications are connected to ${m.agency.name} for you.`)}`;
+  }
+
+  /** Grants of the user's own resources (OAUTH_USER_RESOURCES=on): the REST API and the user MCP server. */
+  async function accountApps(userId: string, csrf: string) {
+    const connections = await listUserLevelConnections(ctx.db, userId);
+    if (connections.length === 0 && !ctx.config.oauth.userResources) return '';
+    return markup`<h2 id="account-apps">Your account → Connected apps</h2>
+${await appsTable(connections, csrf, 'No applications are connected to your account.')}`;
+  }
+
+  async function appsTable(connections: ConnectionRow[], csrf: string, empty: string) {
     const rows = await Promise.all(
       connections.map(async (c) => {
         const name = await registry.displayName(c.client_id);
@@ -104,12 +130,9 @@ ${await auditSection(current)}`,
 </tr>`;
       }),
     );
-    return markup`<h2 id="connected-apps">Settings → Connected apps</h2>
-${
-  rows.length
-    ? markup`<table><thead><tr><th>Application</th><th>Scopes</th><th>Permissions allowed</th><th>Connected</th><th>Last used</th><th><span class="muted">Action</span></th></tr></thead><tbody>${rows}</tbody></table>`
-    : markup`<p class="muted">No applications are connected to ${m.agency.name} for you.</p>`
-}`;
+    return rows.length
+      ? markup`<table><thead><tr><th>Application</th><th>Scopes</th><th>Permissions allowed</th><th>Connected</th><th>Last used</th><th><span class="muted">Action</span></th></tr></thead><tbody>${rows}</tbody></table>`
+      : markup`<p class="muted">${empty}</p>`;
   }
 
   async function clientFor(clientId: string) {

@@ -218,6 +218,18 @@ export function listMemberConnections(db: Kysely<Database>, memberId: string): P
     .execute();
 }
 
+/** The live user-level connections of a user (resources of the user, not of an agency), newest first. */
+export function listUserLevelConnections(db: Kysely<Database>, userId: string): Promise<ConnectionRow[]> {
+  return db
+    .selectFrom('connections')
+    .selectAll()
+    .where('user_id', '=', userId)
+    .where('agency_id', 'is', null)
+    .where('status', '=', 'active')
+    .orderBy('created_at', 'desc')
+    .execute();
+}
+
 /** SPEC §5.5.2: a role change narrows every connection of the member to ceiling ∩ new role. Returns the ids narrowed. */
 export async function narrowMemberConnections(
   db: Db,

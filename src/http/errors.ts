@@ -51,6 +51,11 @@ export const ERROR_CATALOGUE = {
     type: 'invalid_request_error',
     meaning: 'The body is not `application/json`.',
   },
+  request_timeout: {
+    status: 408,
+    type: 'invalid_request_error',
+    meaning: 'The request (headers and body) was not sent within REQUEST_TIMEOUT_SECONDS.',
+  },
   headers_too_large: {
     status: 431,
     type: 'invalid_request_error',

@@ -65,7 +65,15 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     logController: new RequestLog(),
     childLoggerFactory: deferredChildLogger,
     bodyLimit: config.bodyLimitBytes,
-    http: { maxHeaderSize: config.maxHeaderBytes },
+    // Slow requests are cut (RFC 9110 §15.5.9): the whole request, headers and body, within requestTimeout, checked
+    // every second (Node's default check runs every 30 s). Node reads it when the server is created, so it goes in
+    // the server's own options as well as Fastify's.
+    http: {
+      maxHeaderSize: config.maxHeaderBytes,
+      connectionsCheckingInterval: 1000,
+      requestTimeout: config.requestTimeoutSeconds * 1000,
+    },
+    requestTimeout: config.requestTimeoutSeconds * 1000,
     trustProxy: config.trustProxy,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
@@ -74,6 +82,8 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
       writeConnectionError(log, err, socket, o);
     },
   });
+  if (config.maxConnectionsPerIp > 0 && !config.trustProxy)
+    capConnectionsPerPeer(app, config.maxConnectionsPerIp, log);
   // One callback-style hook (an async hook costs a promise per request): the request id and the surface's static headers.
   const staticHeaders = Object.entries(o.responseHeaders ?? {});
   app.addHook('onRequest', (request, reply, done) => {
@@ -82,6 +92,29 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     done();
   });
   return app;
+}
+
+/**
+ * Closes a new connection at once when its peer already holds `max` on this surface: one address cannot hold every
+ * file descriptor of the process (the slow-body attack kept hundreds of connections open).
+ */
+function capConnectionsPerPeer(app: FastifyInstance, max: number, log: FastifyBaseLogger): void {
+  const open = new Map<string, number>();
+  app.server.on('connection', (socket: Socket) => {
+    const peer = socket.remoteAddress ?? '';
+    const n = (open.get(peer) ?? 0) + 1;
+    if (n > max) {
+      log.warn({ peer, max }, 'connection refused: too many open connections from one address');
+      socket.destroy();
+      return;
+    }
+    open.set(peer, n);
+    socket.once('close', () => {
+      const left = (open.get(peer) ?? 1) - 1;
+      if (left > 0) open.set(peer, left);
+      else open.delete(peer);
+    });
+  });
 }
 
 /** Node's parser refused the request (headers too large, bad syntax): answer in the error shape, then close. */
@@ -96,11 +129,12 @@ function writeConnectionError(
     return;
   }
   const requestId = newId('req');
-  const [status, code, reason]: [number, ErrorCode, string] =
+  const [status, code, reason, message]: [number, ErrorCode, string, string] =
     err.code === 'HPE_HEADER_OVERFLOW'
-      ? [431, 'headers_too_large', 'Request Header Fields Too Large']
-      : [400, 'invalid_request', 'Bad Request'];
-  const message = status === 431 ? 'The request headers are too large' : 'The request could not be parsed';
+      ? [431, 'headers_too_large', 'Request Header Fields Too Large', 'The request headers are too large']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'request_timeout', 'Request Timeout', 'The request was not sent in time']
+        : [400, 'invalid_request', 'Bad Request', 'The request could not be parsed'];
   log.info({ request_id: requestId, err_code: err.code }, 'connection error');
   const error = new ApiError(code, message);
   const body = JSON.stringify(

@@ -102,6 +102,10 @@ describe(`authorization endpoint: errors shown as a page, never redirected (${EN
 });
 
 describe(`authorization endpoint: errors redirected with error, state and iss (${ENGINE})`, () => {
+  // Errors are redirected only to a client that has been used before, for a signed-in member (see the next block).
+  beforeAll(async () => {
+    await connect(server, { clientId, redirectUri: REDIRECT, browser: ada });
+  });
   it('response_type=token → unsupported_response_type', async () => {
     const q = query();
     q.set('response_type', 'token');
@@ -164,6 +168,37 @@ describe(`authorization endpoint: errors redirected with error, state and iss ($
     expect(back.searchParams.get('error')).toBe('access_denied');
     expect(back.searchParams.get('iss')).toBe(server.url.auth);
     expect(back.searchParams.get('state')).toBe('st-123');
+  });
+});
+
+describe(`open redirection through a fresh self-registered client: its errors are a page (${ENGINE})`, () => {
+  let fresh: string;
+  beforeAll(async () => {
+    fresh = (await register(server, { redirect_uris: ['https://attacker.example/cb'], client_name: 'Fresh' }))
+      .body['client_id'] as string;
+  });
+  const bad = (o: Record<string, string>) => {
+    const q = authorizeQuery(
+      server,
+      { clientId: fresh, redirectUri: 'https://attacker.example/cb', resource: RESOURCE },
+      pkce().challenge,
+    );
+    for (const [k, v] of Object.entries(o)) {
+      if (v === '') q.delete(k);
+      else q.set(k, v);
+    }
+    return q;
+  };
+  it('response_type=token from a client never used → a page, no redirect to the registered URL', async () => {
+    await expectErrorPage(await authRaw(bad({ response_type: 'token' })), /unsupported_response_type/);
+  });
+  it('PKCE missing from a client never used → a page', async () => {
+    await expectErrorPage(await authRaw(bad({ code_challenge: '' })), /code_challenge/);
+  });
+  it('before anyone signed in, even a used client gets a page', async () => {
+    const q = query();
+    q.set('response_type', 'token');
+    await expectErrorPage(await authRaw(q, new Browser(server.url.auth)), /unsupported_response_type/);
   });
 });
 

@@ -17,6 +17,13 @@ beforeAll(async () => {
 });
 afterAll(() => Promise.all([on.close(), off.close()]));
 
+/** A registered client that has completed a flow: its request errors are redirected to it (not shown as a page). */
+async function usedClient(server: TestServer): Promise<string> {
+  const clientId = (await register(server, { redirect_uris: [REDIRECT] })).body['client_id'] as string;
+  await connect(server, { clientId, redirectUri: REDIRECT });
+  return clientId;
+}
+
 describe(`OAuth for the user resources (${ENGINE})`, () => {
   it('on: a user:read token for the REST API reads GET /me; the connection row governs it', async () => {
     const { tokens } = await connect(on, { resource: on.url.api, scope: 'user:read offline_access' });
@@ -38,7 +45,7 @@ describe(`OAuth for the user resources (${ENGINE})`, () => {
   });
 
   it('on: agency scopes are refused for a user resource', async () => {
-    const clientId = (await register(on, { redirect_uris: [REDIRECT] })).body['client_id'] as string;
+    const clientId = await usedClient(on);
     const back = await authorize(
       on,
       new Browser(on.url.auth),
@@ -49,7 +56,7 @@ describe(`OAuth for the user resources (${ENGINE})`, () => {
   });
 
   it('off (default): the user resources get invalid_target', async () => {
-    const clientId = (await register(off, { redirect_uris: [REDIRECT] })).body['client_id'] as string;
+    const clientId = await usedClient(off);
     for (const resource of [off.url.api, `${off.url.mcp}/mcp`]) {
       const back = await authorize(
         off,
@@ -59,5 +66,34 @@ describe(`OAuth for the user resources (${ENGINE})`, () => {
       );
       expect(back.searchParams.get('error')).toBe('invalid_target');
     }
+  });
+
+  it('on: a user-level grant is listed under Connected apps and Disconnect ends it', async () => {
+    const browser = new Browser(on.url.auth);
+    const clientId = (await register(on, { redirect_uris: [REDIRECT], client_name: 'Profile Reader' })).body[
+      'client_id'
+    ] as string;
+    const { tokens } = await connect(on, {
+      clientId,
+      redirectUri: REDIRECT,
+      browser,
+      resource: on.url.api,
+      scope: 'user:read offline_access',
+    });
+    const me = () =>
+      fetch(`${on.url.api}/me`, { headers: { authorization: `Bearer ${tokens['access_token']}` } });
+    expect((await me()).status).toBe(200);
+    const page = await (await browser.get('/dashboard')).text();
+    expect(page).toContain('Your account → Connected apps');
+    expect(page).toContain('Profile Reader');
+    const id =
+      /action="\/dashboard\/connections\/(con_[A-Za-z0-9]+)\/disconnect">(?:(?!<\/tr>)[\s\S])*?Disconnect Profile Reader/.exec(
+        page,
+      )?.[1];
+    expect(id).toBeDefined();
+    expect(
+      (await browser.post(`/dashboard/connections/${id}/disconnect`, { csrf: browser.csrf })).status,
+    ).toBe(303);
+    expect((await me()).status).toBe(401);
   });
 });

@@ -127,3 +127,22 @@ describe(`open redirect through the sign-in page's next (${ENGINE})`, () => {
     });
   }
 });
+
+describe(`another site's malformed cookie on the same host (${ENGINE})`, () => {
+  it('in a real browser, _ga=GA1.1.100% does not break sign-in or the dashboard', async () => {
+    const context = await chromium.newContext({ javaScriptEnabled: false });
+    await context.addCookies([{ name: '_ga', value: 'GA1.1.100%', url: server.url.auth }]);
+    const page = await context.newPage();
+    page.setDefaultTimeout(8000);
+    const first = await page.goto(`${server.url.auth}/sign-in`);
+    expect(first?.status()).toBe(200);
+    await page.getByLabel('Username').fill('ada');
+    await page.getByLabel('Password').fill('ada-demo-password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL(/\/dashboard/);
+    await expect(page.getByRole('heading', { name: 'Settings → Connected apps' }).isVisible()).resolves.toBe(
+      true,
+    );
+    await context.close();
+  });
+});

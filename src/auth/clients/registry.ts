@@ -92,6 +92,17 @@ export class ClientRegistry {
     return name ?? clientId;
   }
 
+  /** Whether the client has completed a code exchange (a pre-registered client counts as used). */
+  async hasBeenUsed(clientId: string): Promise<boolean> {
+    if (this.preregistered.has(clientId)) return true;
+    const row = await this.ctx.db
+      .selectFrom('oauth_clients')
+      .select('last_used_at')
+      .where('client_id', '=', clientId)
+      .executeTakeFirst();
+    return row?.last_used_at != null;
+  }
+
   /** Records that a stored client was used, which exempts it from pruning (DESIGN §5). */
   async markUsed(clientId: string): Promise<void> {
     if (this.preregistered.has(clientId)) return;

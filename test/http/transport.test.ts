@@ -1,0 +1,76 @@
+import { connect, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grant } from '../agency-mcp/helpers.js';
+import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+
+/**
+ * Transport bounds on every surface, through raw sockets: a request whose body never finishes is cut within
+ * REQUEST_TIMEOUT_SECONDS (the slow-body attack held connections open for over 330 s), and one address cannot hold
+ * more than MAX_CONNECTIONS_PER_IP connections.
+ */
+
+let server: TestServer;
+const SURFACES = ['api', 'mcp', 'agencyMcp', 'auth'] as const;
+/** A valid bearer token per surface, so that the MCP hosts (which authenticate first) wait for the body. */
+const bearer: Partial<Record<(typeof SURFACES)[number], string>> = {};
+
+beforeAll(async () => {
+  server = await startTestServer({ env: { REQUEST_TIMEOUT_SECONDS: '1', MAX_CONNECTIONS_PER_IP: '3' } });
+  bearer.mcp = (await signIn(server)).token;
+  bearer.agencyMcp = (await grant(server)).token;
+});
+afterAll(() => server?.close());
+
+function open(url: string): Promise<Socket> {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(u.port), u.hostname, () => resolve(socket));
+    socket.on('error', reject);
+  });
+}
+
+/** Resolves with what the server wrote once it closes the connection, and how long that took. */
+function untilClosed(socket: Socket): Promise<{ text: string; ms: number }> {
+  const t0 = Date.now();
+  let text = '';
+  socket.on('data', (c) => (text += c.toString()));
+  return new Promise((resolve) => socket.on('close', () => resolve({ text, ms: Date.now() - t0 })));
+}
+
+describe(`slow request bodies are cut on every surface (${ENGINE})`, () => {
+  for (const surface of SURFACES) {
+    it(`${surface}: Content-Length 1000, 13 bytes, then silence → 408 and the connection closed`, async () => {
+      const url = new URL(server.url[surface]);
+      const socket = await open(url.toString());
+      const closed = untilClosed(socket);
+      const auth = bearer[surface] ? `Authorization: Bearer ${bearer[surface]}\r\n` : '';
+      socket.write(
+        `POST /mcp HTTP/1.1\r\nHost: ${url.host}\r\n${auth}Accept: application/json, text/event-stream\r\n` +
+          `Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"jsonrpc":"`,
+      );
+      const { text } = await closed;
+      expect(text).toMatch(/^HTTP\/1\.1 408 /);
+    });
+  }
+});
+
+describe(`connections per client address are capped (${ENGINE})`, () => {
+  it('the fourth connection from one address is closed at once; the first three still work', async () => {
+    const url = server.url.api;
+    const held = [await open(url), await open(url), await open(url)];
+    const fourth = await open(url);
+    const { text } = await untilClosed(fourth);
+    expect(text).toBe('');
+    const first = held[0]!;
+    const answered = untilClosed(first);
+    first.write(`GET /health HTTP/1.1\r\nHost: ${new URL(url).host}\r\nConnection: close\r\n\r\n`);
+    expect((await answered).text).toMatch(/^HTTP\/1\.1 200 /);
+    for (const s of held) s.destroy();
+    // Once they are closed, the address may connect again.
+    await new Promise((r) => setTimeout(r, 50));
+    const again = await open(url);
+    const ok = untilClosed(again);
+    again.write(`GET /health HTTP/1.1\r\nHost: ${new URL(url).host}\r\nConnection: close\r\n\r\n`);
+    expect((await ok).text).toMatch(/^HTTP\/1\.1 200 /);
+  });
+});
