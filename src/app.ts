@@ -1,5 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
+import { sql } from 'kysely';
 import { pino } from 'pino';
 import { agencyMcpSurface } from './agency-mcp/plugin.js';
 import { apiServerOptions, apiSurface } from './api/plugin.js';
@@ -10,13 +12,14 @@ import { dashboardRoutes } from './dashboard/dashboard.js';
 import { signInRoutes } from './dashboard/sign-in.js';
 import { dashboardApiRoutes } from './dashboard-api/plugin.js';
 import { type Config, knownUrl, publishBinding, SURFACES, type Surface } from './config/config.js';
-import type { AppContext } from './context.js';
+import type { AppContext, Readiness } from './context.js';
 import { type Clock, systemClock } from './base/clock.js';
 import { isConnectionLive } from './domain/connections.js';
 import { isEmpty, seedDemo } from './domain/demo-seed.js';
 import { isSessionLive } from './domain/sessions.js';
 import { findUserById } from './domain/users.js';
 import { connectRedis, type LimiterFactory, memoryLimiters, redisLimiters } from './http/rate-limit.js';
+import { DependencyWatch } from './http/dependency-outage.js';
 import { createServer, type SurfaceServerOptions } from './http/server.js';
 import { MCP_SERVER_OPTIONS } from './mcp-kit/endpoint.js';
 import { mcpSurface } from './mcp/plugin.js';
@@ -103,7 +106,7 @@ export async function createContext(
   log: FastifyBaseLogger,
   o: StartOptions = {},
 ): Promise<AppContext> {
-  const store = openStore(config);
+  const store = openStore(config, new DependencyWatch('database', log));
   try {
     return await buildContext(config, log, store, o);
   } catch (e) {
@@ -136,7 +139,9 @@ async function buildContext(
   const connectionLiveness = new LivenessCache(clock, ttlMs, config.tokenCacheSize, (cid) =>
     isConnectionLive(store.db, clock, cid),
   );
-  const redis = config.redisUrl ? connectRedis(config.redisUrl) : undefined;
+  const redis = config.redisUrl
+    ? connectRedis(config.redisUrl, new DependencyWatch('redis (rate limits fall back to memory)', log))
+    : undefined;
   const ctx: AppContext = {
     config,
     store,
@@ -175,6 +180,7 @@ async function buildContext(
     }),
     versions: o.versions ?? releasedVersions,
     limiters: o.limiters ?? (redis ? redisLimiters(redis.client) : memoryLimiters),
+    readiness: () => checkReadiness(store, redis?.client),
     async close() {
       await redis?.close();
       await store.close();
@@ -183,9 +189,43 @@ async function buildContext(
   return ctx;
 }
 
+/** How long readiness waits for each dependency before calling it down. */
+const READINESS_TIMEOUT_MS = 2000;
+
+/** Each dependency answers a trivial request within the bound, or is down. */
+async function checkReadiness(store: Store, redis: Redis | undefined): Promise<Readiness> {
+  const within = <T>(work: Promise<T>) =>
+    Promise.race([
+      work.then(() => 'up' as const),
+      new Promise<'down'>((resolve) => setTimeout(() => resolve('down'), READINESS_TIMEOUT_MS).unref()),
+    ]).catch(() => 'down' as const);
+  const [database, cache] = await Promise.all([
+    within(sql`select 1`.execute(store.db)),
+    redis ? within(redis.ping()) : undefined,
+  ]);
+  const checks: Readiness['checks'] = { database, ...(cache ? { redis: cache } : {}) };
+  return { ready: Object.values(checks).every((c) => c === 'up'), checks };
+}
+
+/**
+ * GET /ready on every host, for a load balancer: 200 when this instance's dependencies answer, else 503 naming the
+ * one that does not. GET /health stays liveness only (the process serves).
+ */
+function readinessRoute(app: FastifyInstance, ctx: AppContext): void {
+  app.get('/ready', async (_request, reply) => {
+    const { ready, checks } = await ctx.readiness();
+    return reply
+      .code(ready ? 200 : 503)
+      .header('cache-control', 'no-store')
+      .headers(ready ? {} : { 'retry-after': '5' })
+      .send({ status: ready ? 'ready' : 'unavailable', checks });
+  });
+}
+
 async function listen(ctx: AppContext, surface: Surface, module: SurfaceModule): Promise<FastifyInstance> {
   const { config } = ctx;
   const app = createServer(config, { surface, logger: ctx.log, ...module.serverOptions?.(ctx) });
+  readinessRoute(app, ctx);
   await app.register(async (scope) => module.plugin(scope, ctx));
   await app.listen({ host: config.host, port: config.ports[surface] });
   const { port } = app.server.address() as AddressInfo;

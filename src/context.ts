@@ -30,8 +30,15 @@ export interface AppContext {
   clientPins: CachedLookup<string | null>;
   versions: VersionRegistry;
   limiters: LimiterFactory;
+  /** Readiness of this instance's dependencies (GET /ready): the database, and Redis when configured. */
+  readiness(): Promise<Readiness>;
   /** Closes what the context opened: the store, and Redis when configured. */
   close(): Promise<void>;
+}
+
+export interface Readiness {
+  ready: boolean;
+  checks: Record<string, 'up' | 'down'>;
 }
 
 /** Kept here so surfaces can import both from one place; core modules import `config/urls.js`. */

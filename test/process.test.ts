@@ -129,3 +129,47 @@ it('svc users create --password-stdin reads the password from standard input, ne
     await store.close();
   }
 });
+
+it('four `svc seed-demo` processes at once on one empty database all succeed, with one set of demo data', async () => {
+  // Several processes starting together on an empty database (instances behind a load balancer, the --only split)
+  // migrate and seed at once; each is a separate process, as in production.
+  const fresh = await freshDatabase();
+  try {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      ...fresh.env,
+      NODE_ENV: 'development',
+      LOG_LEVEL: 'warn',
+    };
+    delete env['BASE_URL']; // vitest's own
+    const run = () =>
+      new Promise<{ code: number | null; err: string }>((resolve) => {
+        const cli = spawn(process.execPath, ['bin/svc.js', 'seed-demo'], {
+          env,
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let err = '';
+        cli.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+        cli.on('exit', (code) => resolve({ code, err }));
+      });
+    const results = await Promise.all([run(), run(), run(), run()]);
+    expect(
+      results.map((r) => r.code),
+      results.map((r) => r.err).join('\n'),
+    ).toEqual([0, 0, 0, 0]);
+    const store = openStore({
+      databaseUrl: fresh.env['DATABASE_URL'],
+      dataDir: fresh.env['DATA_DIR'] ?? '',
+      databasePoolSize: 1,
+    });
+    try {
+      const users = await store.db.selectFrom('users').select('username').orderBy('username').execute();
+      expect(users.map((u) => u.username)).toEqual(['ada', 'grace', 'linus']);
+      expect(await store.db.selectFrom('agencies').select('id').execute()).toHaveLength(2);
+    } finally {
+      await store.close();
+    }
+  } finally {
+    await fresh.drop();
+  }
+});

@@ -33,6 +33,8 @@ export const envSchema = z.object({
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
     .optional(),
+  DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
+  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
   DATABASE_POOL_SIZE: positiveInt.max(200).default(10),
   REDIS_URL: z
     .string()
@@ -51,6 +53,7 @@ export const envSchema = z.object({
     .min(1024)
     .max(1024 * 1024)
     .default(16 * 1024),
+  ACCESS_LOG: onOff.default(true),
   REQUEST_TIMEOUT_SECONDS: positiveInt.max(600).default(30),
   MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(0).max(100_000).default(256),
   SIGNIN_LIMIT_PER_USERNAME: positiveInt.default(10),
@@ -95,6 +98,10 @@ export interface Config {
   dataDir: string;
   databaseUrl: string | undefined;
   databasePoolSize: number;
+  /** Longest wait for a PostgreSQL connection (new, or free in the pool). */
+  databaseConnectTimeoutMs: number;
+  /** Longest a PostgreSQL statement may run, lock waits included. */
+  databaseStatementTimeoutMs: number;
   redisUrl: string | undefined;
   logLevel: Env['LOG_LEVEL'];
   trustProxy: boolean;
@@ -104,6 +111,8 @@ export interface Config {
   livenessCacheSeconds: number;
   bodyLimitBytes: number;
   maxHeaderBytes: number;
+  /** One info line per request (the access log); off: successes at debug only. */
+  accessLog: boolean;
   /** Time a client has to send a whole request, headers and body (slow-body attacks). */
   requestTimeoutSeconds: number;
   /** Open connections per peer address per surface; 0 = no cap. Not applied behind a trusted proxy. */
@@ -201,6 +210,8 @@ function fromEnv(e: Env): Config {
     dataDir: e.DATA_DIR,
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
+    databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
+    databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
     logLevel: e.LOG_LEVEL,
     trustProxy: e.TRUST_PROXY,
@@ -210,6 +221,7 @@ function fromEnv(e: Env): Config {
     livenessCacheSeconds: e.LIVENESS_CACHE_SECONDS,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     maxHeaderBytes: e.MAX_HEADER_BYTES,
+    accessLog: e.ACCESS_LOG,
     requestTimeoutSeconds: e.REQUEST_TIMEOUT_SECONDS,
     maxConnectionsPerIp: e.MAX_CONNECTIONS_PER_IP,
     signinLimit: {

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, PostgresAdapter, sql, type Transaction } from 'kysely';
 import type { Database } from '../store/schema.js';
 import { addMember, createAgency } from './agencies.js';
 import type { Clock } from '../base/clock.js';
@@ -17,10 +17,37 @@ export class DemoSeedRefused extends Error {
   override name = 'DemoSeedRefused';
 }
 
-/** Seeds the demo data. Idempotent: accounts that exist are left as they are. */
+/**
+ * Seeds the demo data. Idempotent, and safe when several processes seed one empty database at once (instances starting
+ * together, two `svc seed-demo`): the whole seed runs in one transaction holding an exclusive lock, so the second
+ * finds the first's accounts and leaves them as they are.
+ */
 export async function seedDemo(db: Kysely<Database>, clock: Clock, production: boolean): Promise<string[]> {
   if (production)
     throw new DemoSeedRefused('The demo seed has published passwords and is never run in production');
+  return db.transaction().execute(async (trx) => {
+    await takeSeedLock(trx);
+    return seedUnderLock(trx, clock);
+  });
+}
+
+/** PostgreSQL: a transaction-scoped advisory lock. SQLite: a write first, which takes the database's write lock. */
+async function takeSeedLock(trx: Transaction<Database>): Promise<void> {
+  if (trx.getExecutor().adapter instanceof PostgresAdapter) {
+    await sql`select pg_advisory_xact_lock(${SEED_LOCK_KEY})`.execute(trx);
+  } else {
+    await trx
+      .updateTable('users')
+      .set({ username: sql`username` })
+      .where(sql<boolean>`0 = 1`)
+      .execute();
+  }
+}
+
+/** An arbitrary, fixed advisory-lock key for the demo seed. */
+const SEED_LOCK_KEY = 741_100_001;
+
+async function seedUnderLock(db: Transaction<Database>, clock: Clock): Promise<string[]> {
   const created: string[] = [];
   for (const u of DEMO_USERS) {
     const exists = await db

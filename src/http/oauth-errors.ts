@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
+import { isDependencyOutage, OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
 
 /**
  * Errors of the OAuth endpoints in the RFC 6749 §5.2 shape `{"error","error_description"}` — never the REST error
@@ -53,6 +54,20 @@ export const oauthJsonErrors = fp(
       }
       if (e.code?.startsWith('FST_ERR_CTP_') || (e.statusCode && e.statusCode < 500)) {
         return sendOAuthError(reply, new OAuthError('invalid_request', 'The request body could not be read'));
+      }
+      if (isDependencyOutage(error)) {
+        // RFC 6749 §4.1.2.1 names temporarily_unavailable; used at the JSON endpoints too, with Retry-After.
+        return sendOAuthError(
+          reply,
+          new OAuthError(
+            'temporarily_unavailable',
+            'A service this request needs is unavailable; retry',
+            503,
+            {
+              'retry-after': String(OUTAGE_RETRY_AFTER_SECONDS),
+            },
+          ),
+        );
       }
       request.log.error({ err: error }, 'unhandled error');
       return sendOAuthError(

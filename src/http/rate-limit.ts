@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import type { DependencyWatch } from './dependency-outage.js';
 import {
   type RateLimiterAbstract,
   RateLimiterMemory,
@@ -11,6 +12,9 @@ export interface LimitSpec {
   points: number;
   durationSeconds: number;
 }
+
+/** How long a Redis connect or command may take before the rate limits use memory instead. */
+export const REDIS_TIMEOUT_MS = 500;
 
 /** A limiter factory: in memory by default; the app swaps in a Redis-backed one when REDIS_URL is set. */
 export type LimiterFactory = (spec: LimitSpec) => RateLimiterAbstract;
@@ -38,9 +42,25 @@ export function redisLimiters(client: Redis): LimiterFactory {
     });
 }
 
-/** Connects to Redis for the rate limiters; `close` quits the connection at shutdown. */
-export function connectRedis(url: string): { client: Redis; close(): Promise<void> } {
-  const client = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false });
-  client.on('error', () => {}); // reconnects by itself; the insurance limiter covers the gap
+/**
+ * Connects to Redis for the rate limiters; `close` quits the connection at shutdown. Every wait is bounded (connect
+ * and each command within REDIS_TIMEOUT_MS, no offline queue), and an outage is logged once when it starts (rate
+ * limits then fall back to this instance's memory) and once when Redis answers again.
+ */
+export function connectRedis(
+  url: string,
+  watch: DependencyWatch,
+  timeoutMs = REDIS_TIMEOUT_MS,
+): { client: Redis; close(): Promise<void> } {
+  const client = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    lazyConnect: false,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+  });
+  // ioredis reconnects by itself; meanwhile the insurance limiter (memory) counts.
+  client.on('error', (e) => watch.failed(e));
+  client.on('ready', () => watch.succeeded());
   return { client, close: async () => void (await client.quit().catch(() => client.disconnect())) };
 }

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import fp from 'fastify-plugin';
+import { isDependencyOutage, OUTAGE_RETRY_AFTER_SECONDS } from './dependency-outage.js';
 import { ApiError } from './errors.js';
 
 const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
@@ -71,6 +72,11 @@ function toApiError(error: FastifyError | Error, request: FastifyRequest): ApiEr
       });
   }
   if (e.statusCode === 400 && e.validation) return new ApiError('invalid_request', e.message);
+  if (isDependencyOutage(error)) {
+    return new ApiError('service_unavailable', 'A service this request needs is unavailable; retry', {
+      headers: { 'retry-after': String(OUTAGE_RETRY_AFTER_SECONDS) },
+    });
+  }
   if (e.statusCode === 503) return new ApiError('service_unavailable', 'The server is shutting down; retry');
   request.log.error({ err: error }, 'unhandled error');
   return new ApiError(

@@ -27,11 +27,13 @@ export interface ServerOptions {
 export type SurfaceServerOptions = Omit<ServerOptions, 'surface' | 'logger'>;
 
 /**
- * One line per request for the operator, keyed by request id like every other line: errors loud, client errors at
- * info, successes at debug. It replaces Fastify's two lines, and costs no hook of its own.
+ * The access log: one line per request for the operator, keyed by request id like every other line, with the surface
+ * (from the server's logger), method, route, path, status and duration — never the query, headers or body, where
+ * tokens, codes and passwords travel. Errors at error, the rest at info; with ACCESS_LOG=off successes go to debug.
+ * It replaces Fastify's two lines, and costs no hook of its own.
  */
 class RequestLog extends LogController {
-  constructor() {
+  constructor(private readonly successLevel: 'info' | 'debug') {
     super({ requestIdLogLabel: 'request_id' });
   }
 
@@ -43,10 +45,17 @@ class RequestLog extends LogController {
     reply: FastifyReply,
   ): void {
     const status = reply.statusCode;
-    const level = status >= 500 ? 'error' : status >= 400 ? 'info' : 'debug';
+    const level = status >= 500 ? 'error' : status >= 400 ? 'info' : this.successLevel;
     if (!(request.log as Logger).isLevelEnabled(level)) return;
+    const path = request.url.split('?', 1)[0];
     request.log[level](
-      { method: request.method, url: request.url, status, ms: Math.round(reply.elapsedTime) },
+      {
+        method: request.method,
+        route: request.routeOptions.url ?? null,
+        path,
+        status,
+        ms: Math.round(reply.elapsedTime),
+      },
       'request',
     );
   }
@@ -62,7 +71,7 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     loggerInstance: log,
     genReqId: () => newId('req'),
     requestIdHeader: false,
-    logController: new RequestLog(),
+    logController: new RequestLog(config.accessLog ? 'info' : 'debug'),
     childLoggerFactory: deferredChildLogger,
     bodyLimit: config.bodyLimitBytes,
     // Slow requests are cut (RFC 9110 §15.5.9): the whole request, headers and body, within requestTimeout, checked

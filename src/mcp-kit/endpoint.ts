@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import { isDependencyOutage, OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
 import type { SurfaceServerOptions } from '../http/server.js';
 import { McpAuthError } from './auth.js';
 import type { FastPath } from './fast-path.js';
@@ -157,6 +158,10 @@ function sendFastifyError(request: FastifyRequest, reply: FastifyReply, error: F
   if (known) return sendJsonRpcError(request, reply, known[0], known[1], known[2]);
   if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
     return sendJsonRpcError(request, reply, error.statusCode, JSON_RPC_ERRORS.invalidRequest, 'Bad Request');
+  }
+  if (isDependencyOutage(error)) {
+    reply.header('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
+    return sendJsonRpcError(request, reply, 503, JSON_RPC_ERRORS.serverError, 'Service unavailable; retry');
   }
   request.log.error({ err: error }, 'MCP request failed');
   return sendJsonRpcError(request, reply, 500, JSON_RPC_ERRORS.internalError, 'Internal server error');

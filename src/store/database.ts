@@ -16,27 +16,55 @@ export interface Store {
 
 const PG_INT8 = 20;
 
+/** Told of every query's outcome, so that an outage and its end are noticed (and logged) once. */
+export interface StoreWatch {
+  failed(error: unknown): void;
+  succeeded(): void;
+}
+
+type StoreConfig = Pick<Config, 'databaseUrl' | 'dataDir' | 'databasePoolSize'> &
+  Partial<Pick<Config, 'databaseConnectTimeoutMs' | 'databaseStatementTimeoutMs'>>;
+
 /** Opens the configured engine: PostgreSQL when DATABASE_URL is set, else a SQLite file in DATA_DIR (WAL). */
-export function openStore(config: Pick<Config, 'databaseUrl' | 'dataDir' | 'databasePoolSize'>): Store {
-  const db = config.databaseUrl
-    ? new Kysely<Database>({
-        dialect: new PostgresDialect({ pool: postgresPool(config.databaseUrl, config.databasePoolSize) }),
-      })
-    : new Kysely<Database>({ dialect: new SqliteDialect({ database: sqliteFile(config.dataDir) }) });
+export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
+  const dialect = config.databaseUrl
+    ? new PostgresDialect({ pool: postgresPool(config.databaseUrl, config) })
+    : new SqliteDialect({ database: sqliteFile(config.dataDir) });
+  const db = new Kysely<Database>({
+    dialect,
+    ...(watch
+      ? { log: (event) => (event.level === 'error' ? watch.failed(event.error) : watch.succeeded()) }
+      : {}),
+  });
   return { db, engine: config.databaseUrl ? 'postgres' : 'sqlite', close: () => db.destroy() };
 }
 
-function postgresPool(connectionString: string, max: number): pg.Pool {
+/**
+ * The PostgreSQL pool. Every wait is bounded: a connection (new, or free in the pool) within
+ * DATABASE_CONNECT_TIMEOUT_MS, a statement — lock waits included — within DATABASE_STATEMENT_TIMEOUT_MS on the server,
+ * and a second later on the client in case the server itself stalls. An error on any client, idle or checked out
+ * (the server restarted, a failover terminated the backend: 57P01), is the pool's to handle, never the process's.
+ */
+function postgresPool(connectionString: string, o: StoreConfig): pg.Pool {
+  const statementMs = o.databaseStatementTimeoutMs ?? 10_000;
   const pool = new pg.Pool({
     connectionString,
-    max,
+    max: o.databasePoolSize,
+    connectionTimeoutMillis: o.databaseConnectTimeoutMs ?? 5000,
+    statement_timeout: statementMs,
+    query_timeout: statementMs + 1000,
+    idle_in_transaction_session_timeout: statementMs * 2,
+    keepAlive: true,
     // Times are epoch milliseconds in bigint columns; they fit a JS number exactly.
     types: {
       getTypeParser: (oid, format) => (oid === PG_INT8 ? Number : pg.types.getTypeParser(oid, format)),
     },
   });
-  // An idle client's error (the server restarted) must not crash the process; the pool replaces the client.
+  // An idle client's error: the pool discards the client and opens another when needed.
   pool.on('error', () => {});
+  // A checked-out client's error reaches the query that is using it (as a rejected promise); without a listener the
+  // client's 'error' event itself would end the process (57P01 under load).
+  pool.on('connect', (client) => client.on('error', () => {}));
   return pool;
 }
 

@@ -13,9 +13,25 @@ const migrations: Record<string, Migration> = {
   '0004-one-connection-per-app': m0004,
 };
 
+/**
+ * Applies pending migrations. On PostgreSQL, Kysely's lock table serializes processes starting together. On SQLite it
+ * takes no lock (its adapter assumes one connection), so two processes on one fresh file both see nothing applied and
+ * the second fails on "table already exists"; its transaction rolls back whole (SQLite DDL is transactional), so it
+ * tries again, now seeing the first's migrations applied.
+ */
 export async function migrateToLatest(db: Kysely<Database>): Promise<MigrationResult[]> {
-  return migrate(db, (migrator) => migrator.migrateToLatest());
+  const sqlite = !(db.getExecutor().adapter instanceof PostgresAdapter);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await migrate(db, (migrator) => migrator.migrateToLatest());
+    } catch (e) {
+      if (!sqlite || attempt >= SQLITE_MIGRATION_ATTEMPTS) throw e;
+      await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+    }
+  }
 }
+
+const SQLITE_MIGRATION_ATTEMPTS = 10;
 
 /** Migrates up (or down) to the named migration: for tests of a migration over data of the schema before it. */
 export async function migrateTo(db: Kysely<Database>, name: string): Promise<MigrationResult[]> {

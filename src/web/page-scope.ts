@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { acceptForms } from './form.js';
+import { isDependencyOutage, OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
 import { CSS, layout, markup, PageError } from './html.js';
 
 /** CSP of every page: no scripts at all, styles from our own stylesheet, never framed (clickjacking). */
@@ -37,6 +38,15 @@ export function pageScope(app: FastifyInstance, _ctx?: unknown): void {
         e.statusCode,
         'Bad request',
         markup`<p class="error">The request could not be read.</p>`,
+      );
+    }
+    if (isDependencyOutage(error)) {
+      reply.header('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
+      return sendPage(
+        reply,
+        503,
+        'Temporarily unavailable',
+        markup`<p class="error">The service cannot answer right now. Try again in a few seconds.</p>`,
       );
     }
     request.log.error({ err: error }, 'unhandled error');

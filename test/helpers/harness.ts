@@ -15,8 +15,10 @@ export const ENGINE = process.env['TEST_DATABASE'] === 'postgres' ? 'postgres' :
 const PG_URL = process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 /** A throwaway database: a temp directory for SQLite, a fresh schema for PostgreSQL. */
-export async function freshDatabase(): Promise<{ env: Record<string, string>; drop(): Promise<void> }> {
-  if (ENGINE === 'sqlite') {
+export async function freshDatabase(
+  engine: 'sqlite' | 'postgres' = ENGINE,
+): Promise<{ env: Record<string, string>; drop(): Promise<void> }> {
+  if (engine === 'sqlite') {
     const dir = mkdtempSync(join(tmpdir(), 'svc-test-'));
     return { env: { DATA_DIR: dir }, drop: async () => rmSync(dir, { recursive: true, force: true }) };
   }
