@@ -2,6 +2,7 @@
 import js from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
+import { layerRules } from './eslint.layers.js';
 
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'coverage/', '.data/'] },
@@ -17,6 +18,7 @@ export default tseslint.config(
       'no-console': 'off',
     },
   },
+  ...layerRules(),
   {
     files: ['test/**/*.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off', '@typescript-eslint/no-non-null-assertion': 'off' },

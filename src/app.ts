@@ -6,9 +6,14 @@ import { pino } from 'pino';
 import { agencyMcpSurface } from './agency-mcp/plugin.js';
 import { apiServerOptions, apiSurface } from './api/plugin.js';
 import { authSurface } from './auth/plugin.js';
-import { type Config, SURFACES, type Surface, urlHost } from './config/config.js';
+import { AI_CATALOG_PATH } from './companions/ai-catalog.js';
+import { mcpHostCompanions, restHostCompanions } from './companions/hosts.js';
+import { dashboardRoutes } from './dashboard/dashboard.js';
+import { signInRoutes } from './dashboard/sign-in.js';
+import { dashboardApiRoutes } from './dashboard-api/plugin.js';
+import { type Config, knownUrl, publishBinding, SURFACES, type Surface } from './config/config.js';
 import type { AppContext, Readiness } from './context.js';
-import { type Clock, systemClock } from './domain/clock.js';
+import { type Clock, systemClock } from './base/clock.js';
 import { isConnectionLive } from './domain/connections.js';
 import { isEmpty, seedDemo } from './domain/demo-seed.js';
 import { isSessionLive } from './domain/sessions.js';
@@ -16,7 +21,7 @@ import { findUserById } from './domain/users.js';
 import { connectRedis, type LimiterFactory, memoryLimiters, redisLimiters } from './http/rate-limit.js';
 import { DependencyWatch } from './http/dependency-outage.js';
 import { createServer, type SurfaceServerOptions } from './http/server.js';
-import { MCP_SERVER_OPTIONS } from './mcp/endpoint.js';
+import { MCP_SERVER_OPTIONS } from './mcp-kit/endpoint.js';
 import { mcpSurface } from './mcp/plugin.js';
 import { CachedLookup } from './store/cached-lookup.js';
 import { openStore, type Store } from './store/database.js';
@@ -33,11 +38,31 @@ interface SurfaceModule {
   serverOptions?: (ctx: AppContext) => SurfaceServerOptions;
 }
 
+/**
+ * Each surface with what it is handed from the layers above it: the companions (public documents describing every
+ * surface) and the member pages are built here, so no surface imports another one's folder to get them.
+ */
 const SURFACE_MODULES: Record<Surface, SurfaceModule> = {
-  api: { plugin: apiSurface, serverOptions: apiServerOptions },
-  mcp: { plugin: mcpSurface, serverOptions: () => MCP_SERVER_OPTIONS },
-  'agency-mcp': { plugin: agencyMcpSurface, serverOptions: () => MCP_SERVER_OPTIONS },
-  auth: { plugin: authSurface },
+  api: {
+    plugin: (app, ctx) => apiSurface(app, ctx, restHostCompanions(ctx)),
+    serverOptions: (ctx) => apiServerOptions(ctx, AI_CATALOG_PATH),
+  },
+  mcp: {
+    plugin: (app, ctx) => mcpSurface(app, ctx, mcpHostCompanions(ctx, 'user')),
+    serverOptions: () => MCP_SERVER_OPTIONS,
+  },
+  'agency-mcp': {
+    plugin: (app, ctx) => agencyMcpSurface(app, ctx, mcpHostCompanions(ctx, 'agency')),
+    serverOptions: () => MCP_SERVER_OPTIONS,
+  },
+  auth: {
+    plugin: (app, ctx) =>
+      authSurface(app, ctx, {
+        signIn: (pages) => signInRoutes(pages, ctx),
+        dashboard: (pages, registry) => dashboardRoutes(pages, ctx, registry),
+        api: (scope) => dashboardApiRoutes(scope, ctx),
+      }),
+  },
 };
 
 export interface StartOptions {
@@ -146,7 +171,7 @@ async function buildContext(
         )?.api_version ?? null,
     }),
     verifier: new TokenVerifier({
-      issuer: () => config.urls.auth ?? '',
+      issuer: () => knownUrl(config, 'auth') ?? '',
       keys,
       clock,
       cacheSize: config.tokenCacheSize,
@@ -204,9 +229,8 @@ async function listen(ctx: AppContext, surface: Surface, module: SurfaceModule):
   await app.register(async (scope) => module.plugin(scope, ctx));
   await app.listen({ host: config.host, port: config.ports[surface] });
   const { port } = app.server.address() as AddressInfo;
-  config.ports[surface] = port;
-  config.urls[surface] ??= `http://${urlHost(config.host)}:${port}`;
-  ctx.log.info({ surface, url: config.urls[surface], listen: `${config.host}:${port}` }, 'listening');
+  const url = publishBinding(config, surface, port);
+  ctx.log.info({ surface, url, listen: `${config.host}:${port}` }, 'listening');
   return app;
 }
 

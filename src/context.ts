@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import { type Config, type Surface, urlOf } from './config/config.js';
-import type { Clock } from './domain/clock.js';
+import type { Config } from './config/config.js';
+import type { Clock } from './base/clock.js';
 import type { UserRow } from './domain/users.js';
 import type { LimiterFactory } from './http/rate-limit.js';
 import type { CachedLookup } from './store/cached-lookup.js';
@@ -41,11 +41,5 @@ export interface Readiness {
   checks: Record<string, 'up' | 'down'>;
 }
 
-/** Public URLs of the surfaces and of the resources they protect (RFC 8707 resource indicators). */
-export const urls = {
-  issuer: (c: Config) => urlOf(c, 'auth'),
-  api: (c: Config) => urlOf(c, 'api'),
-  mcpResource: (c: Config) => `${urlOf(c, 'mcp')}/mcp`,
-  agencyMcpResource: (c: Config) => `${urlOf(c, 'agency-mcp')}/mcp`,
-  of: (c: Config, s: Surface) => urlOf(c, s),
-};
+/** Kept here so surfaces can import both from one place; core modules import `config/urls.js`. */
+export { urls } from './config/urls.js';

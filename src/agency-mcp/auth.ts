@@ -1,9 +1,9 @@
 import type { AuthInfo } from '@modelcontextprotocol/server';
 import type { FastifyRequest } from 'fastify';
-import { SCOPES } from '../auth/scopes.js';
+import { SCOPES } from '../domain/scopes.js';
 import type { AppContext } from '../context.js';
 import { bearerChallenge } from '../http/bearer.js';
-import { authenticateMcpRequest, McpAuthError, type McpAuthPolicy } from '../mcp/auth.js';
+import { authenticateMcpRequest, McpAuthError, type McpAuthPolicy } from '../mcp-kit/auth.js';
 import type { OAuthPrincipal } from '../tokens/verifier.js';
 
 /**

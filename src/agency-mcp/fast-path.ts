@@ -1,5 +1,5 @@
-import { canonicalToolCall, type FastPath, MODERN_REVISION, toolResultAnswer } from '../mcp/fast-path.js';
-import { MCP_PROTOCOL_VERSIONS } from '../mcp/protocol-versions.js';
+import { canonicalToolCall, type FastPath, MODERN_REVISION, toolResultAnswer } from '../mcp-kit/fast-path.js';
+import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import { agencyCallOf } from './auth.js';
 import type { DashboardGateway } from './gateway.js';
 import { AGENCY_SERVER_INFO, toolResult } from './server.js';

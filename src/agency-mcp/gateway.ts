@@ -1,4 +1,4 @@
-import { OAuthError } from '../auth/oauth-errors.js';
+import { OAuthError } from '../http/oauth-errors.js';
 import {
   ACCESS_TOKEN_TYPE,
   AGENCY_MCP_CLIENT_ID,
@@ -10,7 +10,7 @@ import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
 import { OPERATIONS, type Operation, type OperationId } from '../dashboard-api/operations.js';
 import { type DashboardApiResponse, inProcessDashboardApi } from '../dashboard-api/plugin.js';
-import { Lru } from '../tokens/lru.js';
+import { Lru } from '../base/lru.js';
 
 /** The exchange was refused: the inbound token no longer stands for a live grant (answered 401 by the server). */
 export class ExchangeRefused extends Error {

@@ -1,20 +1,19 @@
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { SCOPES } from '../auth/scopes.js';
-import { mcpHostCompanions } from '../companions/hosts.js';
-import { servePublicDocuments } from '../http/public-documents.js';
+import { SCOPES } from '../domain/scopes.js';
+import { type DocumentBuilders, servePublicDocuments } from '../http/public-documents.js';
 import { type AppContext, urls } from '../context.js';
 import type { Access } from '../dashboard-api/resources.js';
-import { McpAuthError } from '../mcp/auth.js';
-import { mountMcpEndpoint, sendAuthError, sendJsonRpcError } from '../mcp/endpoint.js';
-import { JSON_RPC_ERRORS } from '../mcp/json-rpc.js';
-import { allowedHostnames } from '../mcp/host-guard.js';
+import { McpAuthError } from '../mcp-kit/auth.js';
+import { mountMcpEndpoint, sendAuthError, sendJsonRpcError } from '../mcp-kit/endpoint.js';
+import { JSON_RPC_ERRORS } from '../mcp-kit/json-rpc.js';
+import { allowedHostnames } from '../mcp-kit/host-guard.js';
 import { lazy } from '../mcp/plugin.js';
 import {
   protectedResourceMetadataUrl,
   registerProtectedResourceMetadata,
-} from '../mcp/protected-resource.js';
-import { reportSdkError } from '../mcp/sdk-errors.js';
+} from '../mcp-kit/protected-resource.js';
+import { reportSdkError } from '../mcp-kit/sdk-errors.js';
 import {
   type AgencyCall,
   agencyAuthPolicy,
@@ -33,12 +32,16 @@ const SCOPES_SUPPORTED = ['mcp:read', 'mcp:write'];
 
 /**
  * The agency MCP server at `{AGENCY_MCP_URL}/mcp` (SPEC §1, §4.2, §5.2–§5.5, §7.2): an OAuth 2.1 protected resource
- * that acts for one member of one agency and reaches agency data only through the dashboard API (DESIGN §6).
+ * that acts for one member of one agency and reaches agency data only through the dashboard API (DESIGN §6). `companions` are the host's public documents, built by the composition root.
  */
-export async function agencyMcpSurface(app: FastifyInstance, ctx: AppContext): Promise<void> {
+export async function agencyMcpSurface(
+  app: FastifyInstance,
+  ctx: AppContext,
+  companions: DocumentBuilders,
+): Promise<void> {
   const site = lazy(() => agencyMcpSite(ctx));
   // SEP-2127 server card, at `<mcp-url>/server-card` and the well-known location.
-  servePublicDocuments(app, mcpHostCompanions(ctx, 'agency'));
+  servePublicDocuments(app, companions);
   registerProtectedResourceMetadata(app, '/mcp', () => ({
     resource: site().resource,
     authorizationServers: [urls.issuer(ctx.config)],

@@ -8,8 +8,8 @@ import {
 } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { ErrorBody } from '../http/errors.js';
-import { MCP_PROTOCOL_VERSIONS } from '../mcp/protocol-versions.js';
-import { precompiledSchema, sharedJsonSchemaValidator } from '../mcp/schema-validator.js';
+import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
+import { precompiledSchema, sharedJsonSchemaValidator } from '../mcp-kit/schema-validator.js';
 import { type AgencyCall, agencyCallOf } from './auth.js';
 import type { DashboardGateway } from './gateway.js';
 import { AGENCY_TOOLS, type AgencyToolDefinition } from './tools.js';

@@ -1,7 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { AI_CATALOG_PATH } from '../companions/ai-catalog.js';
-import { restHostCompanions } from '../companions/hosts.js';
-import { servePublicDocuments } from '../http/public-documents.js';
+import { type DocumentBuilders, servePublicDocuments } from '../http/public-documents.js';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
 import { renderUser } from '../domain/resources.js';
@@ -23,15 +21,19 @@ declare module 'fastify' {
  * The REST host's server: every response, raw connection errors included, points agents at its AI catalog (RFC 8288
  * web linking), and those raw errors carry `Svc-Version` like every other error (SPEC §7.1).
  */
-export function apiServerOptions(ctx: AppContext): SurfaceServerOptions {
+export function apiServerOptions(ctx: AppContext, aiCatalogPath: string): SurfaceServerOptions {
   return {
-    responseHeaders: { link: `<${AI_CATALOG_PATH}>; rel="ai-catalog"` },
+    responseHeaders: { link: `<${aiCatalogPath}>; rel="ai-catalog"` },
     connectionErrorHeaders: () => ({ [VERSION_HEADER.toLowerCase()]: ctx.versions.baseline }),
   };
 }
 
-/** The REST API surface at BASE_URL (SPEC §4.1). */
-export async function apiSurface(app: FastifyInstance, ctx: AppContext): Promise<void> {
+/** The REST API surface at BASE_URL (SPEC §4.1); `companions` are the host's public documents, built by the composition root. */
+export async function apiSurface(
+  app: FastifyInstance,
+  ctx: AppContext,
+  companions: DocumentBuilders,
+): Promise<void> {
   // SPEC §7.1: error responses carry Svc-Version too, on unversioned routes and unknown paths alike.
   await app.register(restErrors, {
     errorHeaders: (request) => ({
@@ -59,7 +61,7 @@ export async function apiSurface(app: FastifyInstance, ctx: AppContext): Promise
   });
 
   // The machine-readable companions (SPEC §1), generated from the running configuration.
-  servePublicDocuments(app, restHostCompanions(ctx));
+  servePublicDocuments(app, companions);
 }
 
 async function currentUser(ctx: AppContext, principal: Principal) {

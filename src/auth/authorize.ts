@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
-import { markup, PageError } from '../dashboard/html.js';
-import { contentSecurityPolicy, sendPage } from '../dashboard/page-scope.js';
+import { markup, PageError } from '../web/html.js';
+import { contentSecurityPolicy, sendPage } from '../web/page-scope.js';
 import { checkCsrf, csrfToken, currentUser } from '../dashboard/web-session.js';
 import { activeMembership, findAgency, listMemberships } from '../domain/agencies.js';
 import { audit } from '../domain/audit.js';
@@ -19,13 +19,14 @@ import {
 import { findUserById } from '../domain/users.js';
 import type { ResolvedClient } from './clients/client.js';
 import { type ClientRegistry, clientHost, UnknownClientError } from './clients/registry.js';
-import { Params } from './form.js';
-import { OAuthError, type OAuthErrorCode } from './oauth-errors.js';
+import { Params } from '../web/form.js';
+import { OAuthError, type OAuthErrorCode } from '../http/oauth-errors.js';
 import { isS256Challenge } from './pkce.js';
 import { isLoopbackRedirect, matchRedirectUri } from './redirect-uri.js';
 import { type KnownResource, resolveResource } from './resource-indicator.js';
-import { parseScope, SCOPE_LABELS, SCOPES } from './scopes.js';
-import { hashSecret, randomSecret } from './secrets.js';
+import { SCOPE_LABELS, SCOPES } from '../domain/scopes.js';
+import { parseScope } from './scope-parameter.js';
+import { hashSecret, randomSecret } from '../web/secrets.js';
 
 /** SPEC §5.3.5 / §8: authorization codes live 60 seconds and are single use. */
 export const CODE_TTL_MS = 60_000;

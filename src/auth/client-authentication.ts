@@ -1,8 +1,8 @@
 import type { FastifyRequest } from 'fastify';
 import { urls } from '../context.js';
 import type { Config } from '../config/config.js';
-import type { Params } from './form.js';
-import { OAuthError } from './oauth-errors.js';
+import type { Params } from '../web/form.js';
+import { OAuthError } from '../http/oauth-errors.js';
 
 /**
  * Client authentication (RFC 6749 §2.3) as this server has it: public clients only

@@ -3,7 +3,7 @@ import type { AppContext } from '../context.js';
 import { servePublicDocuments } from '../http/public-documents.js';
 import { urls } from '../context.js';
 import { PKCE_METHODS } from './pkce.js';
-import { scopesSupported } from './scopes.js';
+import { scopesSupported } from '../domain/scopes.js';
 
 /** RFC 8414 authorization server metadata, with every field of DESIGN §5. */
 export function authorizationServerMetadata(ctx: AppContext): Record<string, unknown> {

@@ -1,16 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.js';
-import { dashboardRoutes } from '../dashboard/dashboard.js';
-import { pageScope } from '../dashboard/page-scope.js';
-import { signInRoutes } from '../dashboard/sign-in.js';
-import { dashboardApiRoutes } from '../dashboard-api/plugin.js';
+import { pageScope } from '../web/page-scope.js';
 import { restErrors } from '../http/rest-errors.js';
 import { authorizeRoutes } from './authorize.js';
 import { registrationRoutes } from './clients/registration.js';
 import { ClientRegistry } from './clients/registry.js';
-import { acceptForms } from './form.js';
+import { acceptForms } from '../web/form.js';
 import { metadataRoutes } from './metadata.js';
-import { oauthJsonErrors } from './oauth-errors.js';
+import { oauthJsonErrors } from '../http/oauth-errors.js';
 import { revokeRoutes } from './revoke.js';
 import { sessionRoutes } from './sessions.js';
 import { tokenRoutes } from './token.js';
@@ -25,7 +22,24 @@ const CORS_PATHS = ['/.well-known/jwks.json', '/oauth/token', '/oauth/register',
  * The authorization server at AUTH_URL: discovery and JWKS, the OAuth endpoints (RFC 6749 errors), the sign-in,
  * consent and dashboard pages (HTML errors), and the first-party session API (REST errors).
  */
-export async function authSurface(app: FastifyInstance, ctx: AppContext): Promise<void> {
+/**
+ * What the member-facing part of this host adds, handed over by the composition root so that `auth/` never imports
+ * the folders built on top of it (dashboard, dashboard API).
+ */
+export interface MemberRoutes {
+  /** Sign-in pages, registered in the pages scope before the authorization endpoint. */
+  signIn(pages: FastifyInstance): Promise<void>;
+  /** Member pages (dashboard), in the pages scope; they read client names from the registry. */
+  dashboard(pages: FastifyInstance, registry: ClientRegistry): Promise<void>;
+  /** The first-party dashboard API (REST errors), beside the session API. */
+  api(app: FastifyInstance): Promise<void>;
+}
+
+export async function authSurface(
+  app: FastifyInstance,
+  ctx: AppContext,
+  member: MemberRoutes,
+): Promise<void> {
   await app.register(restErrors);
   app.removeContentTypeParser('text/plain');
   const registry = new ClientRegistry(ctx);
@@ -68,11 +82,11 @@ export async function authSurface(app: FastifyInstance, ctx: AppContext): Promis
   // Pages: authorization endpoint, sign-in, consent, dashboard.
   await app.register(async (pages) => {
     pageScope(pages, ctx);
-    await signInRoutes(pages, ctx);
+    await member.signIn(pages);
     await authorizeRoutes(pages, ctx, registry);
-    await dashboardRoutes(pages, ctx, registry);
+    await member.dashboard(pages, registry);
   });
 
   await sessionRoutes(app, ctx);
-  await dashboardApiRoutes(app, ctx);
+  await member.api(app);
 }

@@ -1,8 +1,10 @@
 import type { Config } from '../config/config.js';
 import { urls } from '../context.js';
+import type { ResourceKind } from '../domain/scopes.js';
+
+export type { ResourceKind };
 
 /** The resources this authorization server issues tokens for (RFC 8707), and which scopes belong to each. */
-export type ResourceKind = 'agency' | 'user';
 
 export interface KnownResource {
   uri: string;

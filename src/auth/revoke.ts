@@ -2,9 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.js';
 import { endConnection } from '../domain/connections.js';
 import { refuseClientCredentials } from './client-authentication.js';
-import { Params } from './form.js';
-import { OAuthError } from './oauth-errors.js';
-import { hashSecret } from './secrets.js';
+import { Params } from '../web/form.js';
+import { OAuthError } from '../http/oauth-errors.js';
+import { hashSecret } from '../web/secrets.js';
 
 /**
  * Token revocation (RFC 7009) at POST /oauth/revoke, for refresh and access tokens alike (§2.1: the client may send

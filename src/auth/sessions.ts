@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { AppContext } from '../context.js';
-import { toRfc3339 } from '../domain/clock.js';
+import { toRfc3339 } from '../base/clock.js';
 import { MAX_PASSWORD_LENGTH } from '../domain/passwords.js';
 import { createSession, revokeSession } from '../domain/sessions.js';
 import { ApiError } from '../http/errors.js';

@@ -5,9 +5,9 @@ import { currentGrant } from '../domain/connections.js';
 import { effectivePermissions } from '../domain/permissions.js';
 import { signJwt, TOKEN_TYPES } from '../tokens/jwt.js';
 import { type OAuthPrincipal, TokenError } from '../tokens/verifier.js';
-import type { Params } from './form.js';
-import { OAuthError } from './oauth-errors.js';
-import { safeEqual } from './secrets.js';
+import type { Params } from '../web/form.js';
+import { OAuthError } from '../http/oauth-errors.js';
+import { safeEqual } from '../web/secrets.js';
 
 /**
  * OAuth 2.0 Token Exchange (RFC 8693) at the token endpoint, for one caller only: the agency MCP server,

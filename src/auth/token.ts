@@ -12,12 +12,12 @@ import { parseList } from '../domain/permissions.js';
 import { ACCESS_TOKEN_TTL_SECONDS, mintConnectionAccessToken } from './access-token.js';
 import type { ClientRegistry } from './clients/registry.js';
 import { refuseClientCredentials } from './client-authentication.js';
-import { Params } from './form.js';
-import { OAuthError } from './oauth-errors.js';
+import { Params } from '../web/form.js';
+import { OAuthError } from '../http/oauth-errors.js';
 import { isVerifier, verifyS256 } from './pkce.js';
 import { canonicalResource } from './resource-indicator.js';
-import { SCOPES } from './scopes.js';
-import { hashSecret, hmac, randomSecret } from './secrets.js';
+import { SCOPES } from '../domain/scopes.js';
+import { hashSecret, hmac, randomSecret } from '../web/secrets.js';
 import { TOKEN_EXCHANGE_GRANT, tokenExchangeGrant } from './token-exchange.js';
 
 /**

@@ -3,9 +3,9 @@ import { parseArgs } from 'node:util';
 import { createContext, createLogger, startServices } from '../app.js';
 import { pinClientVersion } from '../auth/clients/pins.js';
 import { loadPreregisteredClients } from '../auth/clients/preregistered.js';
-import { type Config, ConfigError, loadConfig, SURFACES, type Surface } from '../config/config.js';
+import { type Config, ConfigError, loadConfig, SURFACES, type Surface, urlOf } from '../config/config.js';
 import type { AppContext } from '../context.js';
-import { toRfc3339 } from '../domain/clock.js';
+import { toRfc3339 } from '../base/clock.js';
 import { DemoSeedRefused, seedDemo } from '../domain/demo-seed.js';
 import { createSession } from '../domain/sessions.js';
 import { createUser, findUserByUsername, UserInputError } from '../domain/users.js';
@@ -200,7 +200,7 @@ async function withContext(config: Config, fn: (ctx: AppContext) => Promise<void
 
 async function start(config: Config, only: Surface[] | undefined): Promise<void> {
   const services = await startServices(config, only ? { only } : {});
-  const lines = Object.keys(services.servers).map((s) => `  ${s.padEnd(11)} ${config.urls[s as Surface]}`);
+  const lines = Object.keys(services.servers).map((s) => `  ${s.padEnd(11)} ${urlOf(config, s as Surface)}`);
   console.log(`svc is up (${services.ctx.store.engine} database):\n${lines.join('\n')}`);
   if (!config.production && services.servers.auth) {
     console.log(`  demo users: ada, grace, linus (password: <name>-demo-password)`);

@@ -1,9 +1,9 @@
 import { authorizationServerMetadata } from '../auth/metadata.js';
-import { SCOPES } from '../auth/scopes.js';
+import { SCOPES } from '../domain/scopes.js';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
 import { ERROR_CATALOGUE } from '../http/errors.js';
-import { protectedResourceMetadataUrl } from '../mcp/protected-resource.js';
+import { protectedResourceMetadataUrl } from '../mcp-kit/protected-resource.js';
 import type { Companion } from './document.js';
 
 const ADVICE: Partial<Record<keyof typeof ERROR_CATALOGUE, string>> = {

@@ -1,13 +1,13 @@
 import { type ZodType, z } from 'zod';
 import { AGENCY_TOOLS } from '../agency-mcp/tools.js';
-import { SCOPES } from '../auth/scopes.js';
+import { SCOPES } from '../domain/scopes.js';
 import type { Config } from '../config/config.js';
 import { urls } from '../context.js';
 import { UserSchema } from '../domain/resources.js';
-import { protectedResourceMetadataUrl } from '../mcp/protected-resource.js';
-import { MCP_PROTOCOL_VERSIONS } from '../mcp/protocol-versions.js';
-import { NO_ARGUMENTS_JSON } from '../mcp/schema-validator.js';
-import { PACKAGE_IDENTITY } from '../mcp/server-identity.js';
+import { protectedResourceMetadataUrl } from '../mcp-kit/protected-resource.js';
+import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
+import { NO_ARGUMENTS_JSON } from '../mcp-kit/schema-validator.js';
+import { PACKAGE_IDENTITY } from '../mcp-kit/server-identity.js';
 import { ME_RESOURCE, ME_URI } from '../mcp/user-resources.js';
 import { GET_ME } from '../mcp/user-tools.js';
 

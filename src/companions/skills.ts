@@ -1,4 +1,4 @@
-import { SCOPES } from '../auth/scopes.js';
+import { SCOPES } from '../domain/scopes.js';
 import type { Config } from '../config/config.js';
 import { urls } from '../context.js';
 import { type Companion, json, sha256Digest } from './document.js';

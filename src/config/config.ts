@@ -93,7 +93,7 @@ export interface Config {
   production: boolean;
   host: string;
   ports: Record<Surface, number>;
-  /** Public URLs; a surface listening on port 0 gets its URL once the port is known (see `app.ts`). */
+  /** Configured public URLs; a surface on port 0 has none here and gets one when it listens (`publishBinding`). */
   urls: Record<Surface, string | undefined>;
   dataDir: string;
   databaseUrl: string | undefined;
@@ -172,7 +172,15 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       }
     }
   }
-  return fromEnv(e);
+  return deepFreeze(fromEnv(e));
+}
+
+/** Loaded once, read everywhere: nothing may change the configuration after it is validated. */
+function deepFreeze<T>(value: T): T {
+  if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value) || Object.isFrozen(value))
+    return value;
+  for (const inner of Object.values(value)) deepFreeze(inner);
+  return Object.freeze(value);
 }
 
 function describe(issue: z.core.$ZodIssue): string {
@@ -253,9 +261,39 @@ export function urlHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
+interface Binding {
+  ports: Partial<Record<Surface, number>>;
+  urls: Partial<Record<Surface, string>>;
+}
+
+/**
+ * Where the surfaces actually listen, published beside the frozen configuration (port 0 means "any port", known
+ * only after `listen()`). One binding per loaded configuration; each surface is published once.
+ */
+const bindings = new WeakMap<Config, Binding>();
+
+/** Publishes a surface's bound port, and its loopback URL when no public URL was configured; returns its URL. */
+export function publishBinding(config: Config, surface: Surface, port: number): string {
+  let binding = bindings.get(config);
+  if (!binding) bindings.set(config, (binding = { ports: {}, urls: {} }));
+  binding.ports[surface] = port;
+  binding.urls[surface] ??= config.urls[surface] ?? `http://${urlHost(config.host)}:${port}`;
+  return binding.urls[surface];
+}
+
+/** The public URL of a surface if it is configured or already listening, else undefined. */
+export function knownUrl(config: Config, surface: Surface): string | undefined {
+  return config.urls[surface] ?? bindings.get(config)?.urls[surface];
+}
+
+/** The port a surface listens on: the bound one once it listens, else the configured one. */
+export function boundPort(config: Config, surface: Surface): number {
+  return bindings.get(config)?.ports[surface] ?? config.ports[surface];
+}
+
 /** The URL of a surface; only valid once the services are listening. */
 export function urlOf(config: Config, surface: Surface): string {
-  const url = config.urls[surface];
+  const url = knownUrl(config, surface);
   if (!url) throw new Error(`URL of surface ${surface} is not known before it listens`);
   return url;
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { AppContext } from '../context.js';
 import { findAgency } from '../domain/agencies.js';
-import { newId } from '../domain/ids.js';
+import { newId } from '../base/ids.js';
 import type { Permission } from '../domain/permissions.js';
 import { ApiError } from '../http/errors.js';
 import { assertPermission, type CallerAccess } from './access.js';

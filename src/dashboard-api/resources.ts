@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { toRfc3339 } from '../domain/clock.js';
+import { toRfc3339 } from '../base/clock.js';
 import { PERMISSIONS, ROLES } from '../domain/permissions.js';
 import type {
   AgenciesTable,

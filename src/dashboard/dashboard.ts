@@ -12,7 +12,7 @@ import {
   setAgentWrite,
 } from '../domain/agencies.js';
 import { type AuditRow, listAuditEvents } from '../domain/audit.js';
-import { toRfc3339 } from '../domain/clock.js';
+import { toRfc3339 } from '../base/clock.js';
 import {
   type ConnectionRow,
   endConnection,
@@ -22,8 +22,8 @@ import {
 } from '../domain/connections.js';
 import { isRole, parseList, ROLES, roleAllows } from '../domain/permissions.js';
 import { findUserById } from '../domain/users.js';
-import { markup, PageError } from './html.js';
-import { sendPage } from './page-scope.js';
+import { markup, PageError } from '../web/html.js';
+import { sendPage } from '../web/page-scope.js';
 import { checkCsrf, csrfToken, currentUser, type WebUser } from './web-session.js';
 
 /**

@@ -4,8 +4,8 @@ import { MAX_PASSWORD_LENGTH } from '../domain/passwords.js';
 import { createSession, revokeSession } from '../domain/sessions.js';
 import { signInGuard } from '../auth/sign-in-guard.js';
 import { issueSessionToken } from '../tokens/session-token.js';
-import { markup, PageError } from './html.js';
-import { sendPage } from './page-scope.js';
+import { markup, PageError } from '../web/html.js';
+import { sendPage } from '../web/page-scope.js';
 import {
   checkCsrf,
   clearSessionCookie,

@@ -1,10 +1,10 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { randomSecret, safeEqual } from '../auth/secrets.js';
+import { randomSecret, safeEqual } from '../web/secrets.js';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
 import { sessionKindOf } from '../domain/sessions.js';
 import { TokenError } from '../tokens/verifier.js';
-import { PageError } from './html.js';
+import { PageError } from '../web/html.js';
 
 /**
  * The browser side of sign-in: a session cookie holding the first-party session token (the `sid` it names must be

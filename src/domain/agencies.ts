@@ -1,9 +1,9 @@
 import type { Kysely } from 'kysely';
 import type { AgenciesTable, Database, MembersTable } from '../store/schema.js';
 import { audit } from './audit.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '../base/clock.js';
 import { endMemberConnections, narrowMemberConnections } from './connections.js';
-import { newId } from './ids.js';
+import { newId } from '../base/ids.js';
 import { type Role, roleAllows } from './permissions.js';
 
 export type AgencyRow = AgenciesTable;

@@ -1,7 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { AuditEventsTable, Database } from '../store/schema.js';
-import type { Clock } from './clock.js';
-import { newId } from './ids.js';
+import type { Clock } from '../base/clock.js';
+import { newId } from '../base/ids.js';
 
 export const AUDIT_TYPES = [
   'connection.created',

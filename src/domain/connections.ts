@@ -1,8 +1,8 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { ConnectionsTable, Database } from '../store/schema.js';
 import { audit } from './audit.js';
-import type { Clock } from './clock.js';
-import { newId } from './ids.js';
+import type { Clock } from '../base/clock.js';
+import { newId } from '../base/ids.js';
 import { narrowCeiling, parseList, type Role } from './permissions.js';
 
 /**

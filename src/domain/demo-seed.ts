@@ -2,8 +2,8 @@ import type { Kysely, Transaction } from 'kysely';
 import { LOCK_KEYS, withExclusiveLock } from '../store/exclusive.js';
 import type { Database } from '../store/schema.js';
 import { addMember, createAgency } from './agencies.js';
-import type { Clock } from './clock.js';
-import { newId } from './ids.js';
+import type { Clock } from '../base/clock.js';
+import { newId } from '../base/ids.js';
 import type { Role } from './permissions.js';
 import { createUser } from './users.js';
 

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database, SessionsTable } from '../store/schema.js';
-import type { Clock } from './clock.js';
-import { newId } from './ids.js';
+import type { Clock } from '../base/clock.js';
+import { newId } from '../base/ids.js';
 
 export type SessionRow = SessionsTable;
 

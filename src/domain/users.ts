@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database, UsersTable } from '../store/schema.js';
-import type { Clock } from './clock.js';
-import { newId } from './ids.js';
+import type { Clock } from '../base/clock.js';
+import { newId } from '../base/ids.js';
 import { hashPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, verifyPassword } from './passwords.js';
 
 export type UserRow = UsersTable;

@@ -1,6 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import type { AppContext } from '../context.js';
-import type { Principal, TokenKind } from '../tokens/verifier.js';
+import type { Principal, TokenKind, TokenVerifier } from '../tokens/verifier.js';
 import { TokenError } from '../tokens/verifier.js';
 import { BearerError, type BearerFailure, bearerChallenge, extractBearer, rfc6750Error } from './bearer.js';
 import { ApiError, type ErrorCode } from './errors.js';
@@ -29,7 +28,7 @@ export interface RestAuthOptions {
  * token without the operation's scope becomes 403 `insufficient_scope` (RFC 6750 §3.1).
  */
 export async function authenticateRest(
-  ctx: AppContext,
+  ctx: { verifier: Pick<TokenVerifier, 'verify'> },
   request: FastifyRequest,
   o: RestAuthOptions,
 ): Promise<Principal> {

@@ -8,7 +8,7 @@ import Fastify, {
 } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config, Surface } from '../config/config.js';
-import { newId } from '../domain/ids.js';
+import { newId } from '../base/ids.js';
 import { deferredChildLogger } from './deferred-logger.js';
 import { ApiError, type ErrorCode } from './errors.js';
 

@@ -1,21 +1,27 @@
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { mcpHostCompanions } from '../companions/hosts.js';
-import { servePublicDocuments } from '../http/public-documents.js';
+import { type DocumentBuilders, servePublicDocuments } from '../http/public-documents.js';
 import { type AppContext, urls } from '../context.js';
-import { authenticateMcpRequest, type McpAuthPolicy, toAuthInfo } from './auth.js';
-import { mountMcpEndpoint } from './endpoint.js';
-import { allowedHostnames } from './host-guard.js';
-import { protectedResourceMetadataUrl, registerProtectedResourceMetadata } from './protected-resource.js';
-import { reportSdkError } from './sdk-errors.js';
+import { authenticateMcpRequest, type McpAuthPolicy, toAuthInfo } from '../mcp-kit/auth.js';
+import { mountMcpEndpoint } from '../mcp-kit/endpoint.js';
+import { allowedHostnames } from '../mcp-kit/host-guard.js';
+import {
+  protectedResourceMetadataUrl,
+  registerProtectedResourceMetadata,
+} from '../mcp-kit/protected-resource.js';
+import { reportSdkError } from '../mcp-kit/sdk-errors.js';
 import { getMeFastPath } from './user-fast-path.js';
 import { userServerFactory } from './user-server.js';
 
 /** The scope OAuth tokens need here (SPEC §5.1.3); session tokens need none. */
 const USER_READ = 'user:read';
 
-/** The user MCP server at `{MCP_URL}/mcp` (SPEC §4.2, §5.1). */
-export async function mcpSurface(app: FastifyInstance, ctx: AppContext): Promise<void> {
+/** The user MCP server at `{MCP_URL}/mcp` (SPEC §4.2, §5.1); `companions` are the host's public documents. */
+export async function mcpSurface(
+  app: FastifyInstance,
+  ctx: AppContext,
+  companions: DocumentBuilders,
+): Promise<void> {
   // Public URLs are known only once the surfaces listen (port 0 in tests), so everything URL-shaped is built lazily.
   const site = lazy(() => userMcpSite(ctx));
   registerProtectedResourceMetadata(app, '/mcp', () => ({
@@ -25,7 +31,7 @@ export async function mcpSurface(app: FastifyInstance, ctx: AppContext): Promise
     resourceName: 'Svc user MCP server',
   }));
   // SEP-2127 server card, at `<mcp-url>/server-card` and the well-known location.
-  servePublicDocuments(app, mcpHostCompanions(ctx, 'user'));
+  servePublicDocuments(app, companions);
   const handler = createMcpHandler(userServerFactory(ctx), {
     maxRequestBodySize: ctx.config.bodyLimitBytes,
     onerror: (error) => reportSdkError(ctx.log, error),

@@ -1,7 +1,7 @@
 import type { AppContext } from '../context.js';
-import { callerOf } from './auth.js';
-import { canonicalToolCall, type FastPath, MODERN_REVISION, toolResultAnswer } from './fast-path.js';
-import { MCP_PROTOCOL_VERSIONS } from './protocol-versions.js';
+import { callerOf } from '../mcp-kit/auth.js';
+import { canonicalToolCall, type FastPath, MODERN_REVISION, toolResultAnswer } from '../mcp-kit/fast-path.js';
+import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import { renderMe } from './user-me.js';
 import { SERVER_INFO } from './user-server.js';
 import { getMeResult } from './user-tools.js';

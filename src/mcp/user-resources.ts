@@ -6,7 +6,7 @@ import {
   type ServerContext,
 } from '@modelcontextprotocol/server';
 import type { AppContext } from '../context.js';
-import { callerOf } from './auth.js';
+import { callerOf } from '../mcp-kit/auth.js';
 import { API_VERSION_META_KEY, renderMe } from './user-me.js';
 
 export const ME_URI = 'user://me';

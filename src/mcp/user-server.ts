@@ -1,8 +1,8 @@
 import { McpServer, type McpServerFactory } from '@modelcontextprotocol/server';
 import type { AppContext } from '../context.js';
-import { MCP_PROTOCOL_VERSIONS } from './protocol-versions.js';
-import { sharedJsonSchemaValidator } from './schema-validator.js';
-import { PACKAGE_IDENTITY } from './server-identity.js';
+import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
+import { sharedJsonSchemaValidator } from '../mcp-kit/schema-validator.js';
+import { PACKAGE_IDENTITY } from '../mcp-kit/server-identity.js';
 import { registerUserResources } from './user-resources.js';
 import { registerUserTools } from './user-tools.js';
 

@@ -1,8 +1,8 @@
 import type { CallToolResult, McpServer, ServerContext } from '@modelcontextprotocol/server';
 import type { AppContext } from '../context.js';
 import { type User, UserSchema } from '../domain/resources.js';
-import { callerOf } from './auth.js';
-import { NO_ARGUMENTS, precompiledSchema } from './schema-validator.js';
+import { callerOf } from '../mcp-kit/auth.js';
+import { NO_ARGUMENTS, precompiledSchema } from '../mcp-kit/schema-validator.js';
 import { API_VERSION_META_KEY, type RenderedMe, renderMe } from './user-me.js';
 
 const USER_OUTPUT = precompiledSchema<User>(UserSchema);

@@ -1,5 +1,5 @@
-import type { Clock } from '../domain/clock.js';
-import { Lru } from '../tokens/lru.js';
+import type { Clock } from '../base/clock.js';
+import { Lru } from '../base/lru.js';
 
 export interface CachedLookupOptions<T> {
   clock: Clock;

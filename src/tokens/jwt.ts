@@ -1,7 +1,7 @@
 import { KeyObject, sign } from 'node:crypto';
-import type { Clock } from '../domain/clock.js';
-import { toEpochSeconds } from '../domain/clock.js';
-import { randomAlphanumeric } from '../domain/ids.js';
+import type { Clock } from '../base/clock.js';
+import { toEpochSeconds } from '../base/clock.js';
+import { randomAlphanumeric } from '../base/ids.js';
 import type { SigningKeys } from './signing-keys.js';
 
 /** JWT `typ` header values (RFC 8725 §3.11: explicit typing keeps one kind of token from passing as another). */

@@ -1,4 +1,4 @@
-import type { Clock } from '../domain/clock.js';
+import type { Clock } from '../base/clock.js';
 import { CachedLookup } from '../store/cached-lookup.js';
 
 /**

@@ -1,13 +1,23 @@
-import { type AppContext, urls } from '../context.js';
+import type { Clock } from '../base/clock.js';
+import { type Config, knownUrl } from '../config/config.js';
+import { urls } from '../config/urls.js';
 import { type SessionRow, sessionKindOf } from '../domain/sessions.js';
 import { signJwt, TOKEN_TYPES } from './jwt.js';
+import type { SigningKeys } from './signing-keys.js';
+
+/** What issuing a session token needs: the public URLs (audiences), the signing keys and the clock. */
+export interface SessionTokenDeps {
+  config: Config;
+  keys: SigningKeys;
+  clock: Clock;
+}
 
 /**
  * A session token: a JWT naming the session in `sid`. An API session's token is valid at the REST API, the user MCP
  * server and the session API (to end itself), never at the authorization server's pages; a browser session's token
  * (the cookie) only at the authorization server's pages (docs/security.md#credentials).
  */
-export function issueSessionToken(ctx: AppContext, session: SessionRow): Promise<string> {
+export function issueSessionToken(ctx: SessionTokenDeps, session: SessionRow): Promise<string> {
   const c = ctx.config;
   return signJwt(ctx.keys, ctx.clock, {
     typ: TOKEN_TYPES.session,
@@ -20,12 +30,12 @@ export function issueSessionToken(ctx: AppContext, session: SessionRow): Promise
 }
 
 /** The session API (`{AUTH_URL}/api/sessions`): where an API session token may end its own session. */
-export const sessionApiAudience = (ctx: Pick<AppContext, 'config'>) =>
-  `${urls.issuer(ctx.config)}/api/sessions`;
+export const sessionApiAudience = (ctx: { config: Config }) => `${urls.issuer(ctx.config)}/api/sessions`;
 
 /** The first-party resources an API session token is good for: those of the surfaces this deployment has. */
-function apiSessionAudiences(ctx: AppContext): string[] {
-  const { api, mcp } = ctx.config.urls;
+function apiSessionAudiences(ctx: { config: Config }): string[] {
+  const api = knownUrl(ctx.config, 'api');
+  const mcp = knownUrl(ctx.config, 'mcp');
   return [sessionApiAudience(ctx), api, mcp && `${mcp}/mcp`].filter(
     (u): u is string => typeof u === 'string',
   );

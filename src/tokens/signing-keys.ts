@@ -1,7 +1,7 @@
 import { type CryptoKey, exportJWK, generateKeyPair, importJWK, type JWK } from 'jose';
 import type { Kysely } from 'kysely';
-import type { Clock } from '../domain/clock.js';
-import { randomAlphanumeric } from '../domain/ids.js';
+import type { Clock } from '../base/clock.js';
+import { randomAlphanumeric } from '../base/ids.js';
 import { LOCK_KEYS, withExclusiveLock } from '../store/exclusive.js';
 import type { Database } from '../store/schema.js';
 

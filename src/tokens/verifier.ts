@@ -1,8 +1,8 @@
 import { decodeProtectedHeader, type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
-import type { Clock } from '../domain/clock.js';
+import type { Clock } from '../base/clock.js';
 import { TOKEN_TYPES } from './jwt.js';
 import type { LivenessCache } from './liveness.js';
-import { Lru } from './lru.js';
+import { Lru } from '../base/lru.js';
 import type { SigningKeys } from './signing-keys.js';
 
 /** Why a token was refused; each maps to an RFC 6750 error and a REST error code at the edge. */

@@ -1,12 +1,13 @@
-import type { AppContext } from '../context.js';
+import type { CachedLookup } from '../store/cached-lookup.js';
 import type { Principal } from '../tokens/verifier.js';
+import type { VersionRegistry } from './registry.js';
 
 /**
  * SPEC §9.3: the header's version, else the caller's pin — the OAuth client's, then the user's account setting —
  * else the baseline. A pin naming a version no longer served falls through to the next rule.
  */
 export async function resolveVersion(
-  ctx: AppContext,
+  ctx: { clientPins: Pick<CachedLookup<string | null>, 'get'>; versions: VersionRegistry },
   requested: string | undefined,
   principal: Principal,
   userPin: string | null,

@@ -1,7 +1,7 @@
 import type { Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { changeRole, removeMember } from '../../src/domain/agencies.js';
-import { toEpochSeconds } from '../../src/domain/clock.js';
+import { toEpochSeconds } from '../../src/base/clock.js';
 import { revokeConnection } from '../../src/domain/connections.js';
 import { startTestServer, type TestServer } from '../helpers/harness.js';
 import {

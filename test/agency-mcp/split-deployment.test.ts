@@ -2,7 +2,7 @@ import { createServer } from 'node:net';
 import { pino } from 'pino';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Services, startServices } from '../../src/app.js';
-import { loadConfig } from '../../src/config/config.js';
+import { boundPort, loadConfig } from '../../src/config/config.js';
 import { inProcessDashboardApi } from '../../src/dashboard-api/plugin.js';
 import { revokeConnection } from '../../src/domain/connections.js';
 import { ENGINE, LogCapture, startTestServer, type TestServer } from '../helpers/harness.js';
@@ -119,7 +119,7 @@ it('answers 503, and tells the operator, when its client secret is not the autho
   );
   try {
     const { token } = await grant(auth);
-    const port = other.ctx.config.ports['agency-mcp'];
+    const port = boundPort(other.ctx.config, 'agency-mcp');
     const res = await modernRequest(
       `http://127.0.0.1:${port}/mcp`,
       'tools/call',

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { urls } from '../../src/config/urls.js';
 import { signIn, startTestServer, type TestServer, userId } from '../helpers/harness.js';
 import { OpenApiChecker } from '../helpers/openapi.js';
 import { rawRequest } from '../helpers/raw-http.js';
@@ -282,7 +283,7 @@ describe('GET /me with OAuth access tokens (RFC 9068)', () => {
       ctx,
       { typ: 'JWT' },
       {
-        iss: ctx.config.urls.auth,
+        iss: urls.issuer(ctx.config),
         sub: adaId,
         aud: server.url.api,
         iat: now,

@@ -1,5 +1,6 @@
 import type { Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { boundPort } from '../../src/config/config.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import { connectClient, MODERN } from '../helpers/mcp.js';
 import {
@@ -136,7 +137,7 @@ describe(`two instances sharing one database (${ENGINE})`, () => {
       sharing: server,
       env: { DCR_LIMIT_PER_IP: '1000', AUTH_URL: server.url.auth, AGENCY_MCP_URL: server.url.agencyMcp },
     });
-    const local = (surface: 'auth' | 'agency-mcp') => `http://127.0.0.1:${shared.config.ports[surface]}`;
+    const local = (surface: 'auth' | 'agency-mcp') => `http://127.0.0.1:${boundPort(shared.config, surface)}`;
     peer = { ...shared, url: { ...shared.url, auth: local('auth'), agencyMcp: local('agency-mcp') } };
   });
   afterAll(() => peer?.close());

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { boundPort } from '../../src/config/config.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 
 /**
@@ -14,7 +15,7 @@ beforeAll(async () => {
   server = await startTestServer({
     env: { AUTH_URL: PUBLIC, AGENCY_MCP_URL: 'http://127.0.0.1:4102', SIGNIN_LIMIT_PER_USERNAME: '2' },
   });
-  origin = `http://127.0.0.1:${server.config.ports.auth}`;
+  origin = `http://127.0.0.1:${boundPort(server.config, 'auth')}`;
 });
 afterAll(() => server.close());
 

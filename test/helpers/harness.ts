@@ -6,8 +6,8 @@ import { Writable } from 'node:stream';
 import pg from 'pg';
 import { pino } from 'pino';
 import { type Services, type StartOptions, startServices } from '../../src/app.js';
-import { type Config, loadConfig } from '../../src/config/config.js';
-import { ManualClock } from '../../src/domain/clock.js';
+import { type Config, knownUrl, loadConfig, type Surface } from '../../src/config/config.js';
+import { ManualClock } from '../../src/base/clock.js';
 import { seedDemo } from '../../src/domain/demo-seed.js';
 
 /** Which engine the suite runs on: `TEST_DATABASE=postgres` switches from the embedded database. */
@@ -92,14 +92,14 @@ export async function startTestServer(o: TestServerOptions = {}): Promise<TestSe
     seedDemoIfEmpty: false,
   });
   if (o.seed !== false && !o.sharing) await seedDemo(services.ctx.db, clock, false);
-  const u = config.urls;
+  const u = (surface: Surface) => knownUrl(config, surface);
   return {
     services,
     config,
     database: database.env,
     clock,
     logs,
-    url: { api: u.api!, auth: u.auth!, mcp: u.mcp ?? '', agencyMcp: u['agency-mcp'] ?? '' },
+    url: { api: u('api')!, auth: u('auth')!, mcp: u('mcp') ?? '', agencyMcp: u('agency-mcp') ?? '' },
     async close() {
       await services.close();
       await database.drop();

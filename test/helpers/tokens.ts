@@ -1,6 +1,7 @@
 import { generateKeyPair, SignJWT } from 'jose';
 import type { AppContext } from '../../src/context.js';
-import { toEpochSeconds } from '../../src/domain/clock.js';
+import { urls } from '../../src/config/urls.js';
+import { toEpochSeconds } from '../../src/base/clock.js';
 import { activateGrant, createPendingConnection } from '../../src/domain/connections.js';
 import { signJwt, TOKEN_TYPES } from '../../src/tokens/jwt.js';
 
@@ -23,7 +24,7 @@ export async function mintAccessToken(
   const cid = o.claims && 'cid' in o.claims ? undefined : await liveConnection(ctx, o.userId, clientId, o);
   return signJwt(ctx.keys, ctx.clock, {
     typ: TOKEN_TYPES.access,
-    issuer: ctx.config.urls.auth!,
+    issuer: urls.issuer(ctx.config),
     subject: o.userId,
     audience: o.audience,
     lifetimeSeconds: o.lifetimeSeconds ?? 3600,
@@ -68,7 +69,7 @@ export async function signWithServerKey(
 export function baseClaims(ctx: AppContext, userId: string, audience: string, sid: string) {
   const now = toEpochSeconds(ctx.clock.now());
   return {
-    iss: ctx.config.urls.auth,
+    iss: urls.issuer(ctx.config),
     sub: userId,
     aud: audience,
     iat: now,

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { canonicalToolCall } from '../../src/mcp/fast-path.js';
+import { canonicalToolCall } from '../../src/mcp-kit/fast-path.js';
 import { signIn, startTestServer, type TestServer, userId } from '../helpers/harness.js';
 import { modernMeta } from '../helpers/mcp.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Lru } from '../../src/tokens/lru.js';
+import { Lru } from '../../src/base/lru.js';
 
 describe('Lru', () => {
   it('never holds more than its capacity and evicts the oldest first', () => {

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { Clock } from '../../domain/clock.js';
+import type { Clock } from '../../base/clock.js';
 import type { Database } from '../../store/schema.js';
 
 /** The store has no room for another client of this kind, even after pruning. */

@@ -5,9 +5,9 @@ import { isIP, type LookupFunction, type Socket } from 'node:net';
 import { rootCertificates } from 'node:tls';
 import type { Kysely } from 'kysely';
 import type { Config } from '../../config/config.js';
-import type { Clock } from '../../domain/clock.js';
+import type { Clock } from '../../base/clock.js';
 import type { Database } from '../../store/schema.js';
-import { Lru } from '../../tokens/lru.js';
+import { Lru } from '../../base/lru.js';
 import { checkClientMetadata, type ResolvedClient, toResolved } from './client.js';
 import { isSpecialUse } from './special-use.js';
 

@@ -2,10 +2,10 @@ import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { RateLimiterRes } from 'rate-limiter-flexible';
 import type { AppContext } from '../../context.js';
-import { toEpochSeconds } from '../../domain/clock.js';
+import { toEpochSeconds } from '../../base/clock.js';
 import { retryAfterSeconds } from '../../http/rate-limit.js';
+import { OAuthError } from '../../http/oauth-errors.js';
 import { ClientCapacityError, makeRoomForClient } from './capacity.js';
-import { OAuthError } from '../oauth-errors.js';
 import { checkClientMetadata } from './client.js';
 
 /**

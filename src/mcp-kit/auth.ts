@@ -1,6 +1,5 @@
 import type { AuthInfo } from '@modelcontextprotocol/server';
 import type { FastifyRequest } from 'fastify';
-import type { AppContext } from '../context.js';
 import {
   BearerError,
   type BearerFailure,
@@ -8,7 +7,7 @@ import {
   extractBearer,
   rfc6750Error,
 } from '../http/bearer.js';
-import { type Principal, TokenError, type TokenKind } from '../tokens/verifier.js';
+import { type Principal, TokenError, type TokenKind, type TokenVerifier } from '../tokens/verifier.js';
 
 /** How an MCP resource server checks the bearer token before any MCP processing (MCP authorization spec §2.6). */
 export interface McpAuthPolicy {
@@ -52,7 +51,7 @@ export interface McpCaller {
 
 /** Verifies the request's bearer token for this resource; throws McpAuthError with the RFC 6750 challenge. */
 export async function authenticateMcpRequest(
-  ctx: AppContext,
+  ctx: { verifier: Pick<TokenVerifier, 'verify'> },
   request: FastifyRequest,
   policy: McpAuthPolicy,
 ): Promise<{ token: string; principal: Principal }> {

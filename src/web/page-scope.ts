@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { acceptForms } from '../auth/form.js';
-import type { AppContext } from '../context.js';
+import { acceptForms } from './form.js';
 import { isDependencyOutage, OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
 import { CSS, layout, markup, PageError } from './html.js';
 
@@ -17,7 +16,7 @@ export function contentSecurityPolicy(formAction: string[] = ["'self'"]): string
 }
 
 /** Makes an encapsulated scope serve HTML pages: form bodies, security headers, errors rendered as pages. */
-export function pageScope(app: FastifyInstance, _ctx: AppContext): void {
+export function pageScope(app: FastifyInstance, _ctx?: unknown): void {
   acceptForms(app);
   app.addHook('onSend', async (_request, reply, payload) => {
     if (!reply.hasHeader('content-security-policy'))

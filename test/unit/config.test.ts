@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config/config.js';
+import {
+  boundPort,
+  ConfigError,
+  knownUrl,
+  loadConfig,
+  publishBinding,
+  urlOf,
+} from '../../src/config/config.js';
 
 const load = (env: Record<string, string>) => loadConfig(env);
 const failure = (env: Record<string, string>) => {
@@ -30,6 +37,26 @@ describe('configuration from the environment', () => {
     const c = load({ API_PORT: '8080', BASE_URL: 'https://api.example.com/' });
     expect(c.ports.api).toBe(8080);
     expect(c.urls.api).toBe('https://api.example.com');
+  });
+
+  it('is frozen once loaded, nested values included', () => {
+    const c = load({});
+    expect(() => Object.assign(c, { host: '0.0.0.0' })).toThrow(TypeError);
+    expect(() => Object.assign(c.ports, { api: 1 })).toThrow(TypeError);
+    expect(() => Object.assign(c.urls, { api: 'https://elsewhere.example' })).toThrow(TypeError);
+    expect(c.ports.api).toBe(4000);
+  });
+
+  it('publishes bound ports and URLs beside the configuration: a configured URL wins, port 0 gets loopback', () => {
+    const c = load({ API_PORT: '0', MCP_PORT: '0', MCP_URL: 'https://mcp.example.com' });
+    expect(knownUrl(c, 'api')).toBeUndefined();
+    expect(() => urlOf(c, 'api')).toThrow(/not known before it listens/);
+    expect(publishBinding(c, 'api', 41234)).toBe('http://127.0.0.1:41234');
+    expect(publishBinding(c, 'mcp', 41235)).toBe('https://mcp.example.com');
+    expect(urlOf(c, 'api')).toBe('http://127.0.0.1:41234');
+    expect(boundPort(c, 'api')).toBe(41234);
+    expect(boundPort(c, 'auth')).toBe(4003);
+    expect(c.ports.api).toBe(0);
   });
 
   it('treats an empty variable as unset', () => {

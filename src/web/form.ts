@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { OAuthError } from './oauth-errors.js';
+import { OAuthError } from '../http/oauth-errors.js';
 
 /** Registers the application/x-www-form-urlencoded parser (RFC 6749 §3.2, HTML forms) in the current scope. */
 export function acceptForms(app: FastifyInstance): void {
