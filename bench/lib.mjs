@@ -245,13 +245,13 @@ export function printTable(title, rows, baselineName) {
   const col = (v, w) => String(v ?? '-').padStart(w);
   console.log(`\n${title} — medians of ${options.rounds} rounds × ${options.seconds} s`);
   console.log(
-    `${'side'.padEnd(58)}${col('CPU µs/op', 10)}${col('(min–max)', 16)}${col('÷ base', 8)}${col('ops/s', 8)}${col('p50 ms', 8)}${col('p99 ms', 8)}${col('RSS MiB', 8)}`,
+    `${'side'.padEnd(66)}${col('CPU µs/op', 10)}${col('(min–max)', 16)}${col('÷ base', 8)}${col('ops/s', 8)}${col('p50 ms', 8)}${col('p99 ms', 8)}${col('RSS MiB', 8)}`,
   );
   for (const r of rows) {
     const ratio = base && r !== base ? (r.cpuUs / base.cpuUs).toFixed(2) : '';
     const spread = `${r.cpuMin}–${r.cpuMax}`;
     console.log(
-      `${r.name.padEnd(58)}${col(r.cpuUs, 10)}${col(spread, 16)}${col(ratio, 8)}${col(r.opsPerSec, 8)}${col(r.p50, 8)}${col(r.p99, 8)}${col(r.rssMiB, 8)}`,
+      `${r.name.padEnd(66)}${col(r.cpuUs, 10)}${col(spread, 16)}${col(ratio, 8)}${col(r.opsPerSec, 8)}${col(r.p50, 8)}${col(r.p99, 8)}${col(r.rssMiB, 8)}`,
     );
   }
   if (rows.some((r) => r.ownCpuUs !== undefined))
@@ -269,9 +269,9 @@ export const pinned = hasTaskset;
 export const MODERN = '2026-07-28';
 
 /** One tools/call as autocannon sends it: the 2026-07-28 envelope and headers, or a stateless 2025-11-25 POST. */
-export function toolsCall(wire, tool, extraHeaders = {}) {
+export function toolsCall(wire, tool, extraHeaders = {}, args = {}) {
   const modern = wire === MODERN;
-  const params = { name: tool, arguments: {} };
+  const params = { name: tool, arguments: args };
   if (modern) {
     params._meta = {
       'io.modelcontextprotocol/protocolVersion': MODERN,

@@ -24,7 +24,8 @@ export function pageClient(auth) {
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
       body: new URLSearchParams(fields).toString(),
     });
-  return { req, form, csrf: () => cookies.get('svc_csrf') };
+  const cookieHeader = () => [...cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+  return { req, form, csrf: () => cookies.get('svc_csrf'), cookieHeader };
 }
 
 /**

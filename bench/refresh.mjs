@@ -35,6 +35,8 @@ export function rotationSide(name, { pid, pgApp, tokenUrl, path, chains }) {
     name,
     pid,
     pgApp,
+    /** Rotations done so far, warm-up included (for the storage growth per rotation). */
+    total: 0,
     async run(seconds) {
       const latencies = [];
       const until = performance.now() + seconds * 1000;
@@ -51,6 +53,7 @@ export function rotationSide(name, { pid, pgApp, tokenUrl, path, chains }) {
             path,
           );
           latencies.push(performance.now() - t0);
+          this.total++;
           chain.refreshToken = body.refresh_token;
         }
       };
