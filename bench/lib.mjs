@@ -258,9 +258,19 @@ export function printTable(title, rows, baselineName) {
     console.log('  (PostgreSQL sides: CPU of the server process plus its PostgreSQL backends)');
 }
 
-/** Prints a target line: `verdict(label, value, ok, target)`. */
+/** Every target line of this run, for the JSON dump. */
+export const verdicts = [];
+
+/** Prints and records a target line: `verdict(label, value, ok, target)`. */
 export function verdict(label, value, ok, target) {
+  verdicts.push({ label, value, ok, target });
   console.log(`  ${label}: ${value} — ${ok ? 'meets' : 'MISSES'} the target (${target})`);
+}
+
+/** Prints and records a finding that has no target. */
+export function note(text) {
+  verdicts.push({ label: text });
+  console.log(`  ${text}`);
 }
 
 export const pinned = hasTaskset;

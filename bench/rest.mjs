@@ -2,7 +2,7 @@
 // the same run. The bare endpoint is measured twice: as it is, and receiving the very request /me receives (with its
 // ~700-byte bearer token), so the ratio compares the work of answering the same bytes.
 // Target: /me ≥ 0.8× bare node:http by CPU per request (bare CPU ÷ /me CPU).
-import { compare, httpSide, sessionToken, spawnServer, startSvc, verdict } from './lib.mjs';
+import { compare, httpSide, note, sessionToken, spawnServer, startSvc, verdict } from './lib.mjs';
 
 const BARE = 'bare node:http JSON';
 const BARE_SAME = 'bare node:http JSON, same request as /me (baseline)';
@@ -31,7 +31,7 @@ export async function run() {
       '≥ 0.8×',
     );
     const plain = t[BARE].cpuUs / t[ME].cpuUs;
-    console.log(`  /me ÷ bare node:http without the token: ${plain.toFixed(2)}× by CPU per request`);
+    note(`/me ÷ bare node:http without the token: ${plain.toFixed(2)}× by CPU per request`);
     return t;
   } finally {
     await bare.stop();

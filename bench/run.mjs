@@ -6,7 +6,7 @@
 // default docs/performance-growth.svg; `none` for no chart), BENCH_CPU_PROF=<dir> (V8 CPU profiles of the servers).
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
-import { options, pinned, results } from './lib.mjs';
+import { options, pinned, results, verdicts } from './lib.mjs';
 
 const all = ['rest', 'mcp', 'agency-mcp', 'refresh', 'growth'];
 const chosen = (process.env.BENCH_SCENARIOS ?? all.join(',')).split(',').map((s) => s.trim());
@@ -15,6 +15,7 @@ if (unknown.length)
   throw new Error(`BENCH_SCENARIOS: unknown ${unknown.join(', ')} (known: ${all.join(', ')})`);
 
 const started = new Date();
+const loadavgAtStart = loadavg();
 console.log(
   `node ${process.version}; ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; load average ${loadavg()
     .map((l) => l.toFixed(2))
@@ -32,8 +33,17 @@ for (const suite of all.filter((s) => chosen.includes(s))) {
 }
 
 if (process.env.BENCH_JSON) {
-  const meta = { started: started.toISOString(), node: process.version, loadavg: loadavg(), options };
-  writeFileSync(process.env.BENCH_JSON, JSON.stringify({ meta, results }, null, 2));
+  const meta = {
+    started: started.toISOString(),
+    finished: new Date().toISOString(),
+    node: process.version,
+    cpu: `${cpus().length} × ${cpus()[0]?.model}`,
+    loadavgAtStart,
+    loadavgAtEnd: loadavg(),
+    pinned,
+    options,
+  };
+  writeFileSync(process.env.BENCH_JSON, JSON.stringify({ meta, results, verdicts }, null, 2));
 }
 const chartPath = process.env.BENCH_CHART ?? 'docs/performance-growth.svg';
 if (growth.series && chartPath !== 'none') {
