@@ -230,6 +230,7 @@ export async function compare(
       p50: round2(pick('p50')),
       p99: round2(pick('p99')),
       rssMiB: rssMiB(side.pid),
+      ...(side.name === baseline ? { baseline: true } : {}),
     };
   });
   printTable(title, rows, baseline);
