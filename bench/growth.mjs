@@ -10,7 +10,7 @@
 import { createPrivateKey, sign } from 'node:crypto';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { compare, httpSide, note, options, sessionToken, startSvc, verdict } from './lib.mjs';
+import { compare, httpSide, note, options, percentiles, sessionToken, startSvc, verdict } from './lib.mjs';
 import { pageClient } from './oauth-flow.mjs';
 import { AGENCY_RESOURCE, ourChains, rotationSide } from './refresh.mjs';
 
@@ -91,6 +91,35 @@ async function dashboardCookie(auth, username) {
   return browser.cookieHeader();
 }
 
+/**
+ * One browser loading a page again and again (one request at a time), timed here to the microsecond: autocannon
+ * reports whole milliseconds, too coarse for a page answered in well under one.
+ */
+function pageSide(name, { url, pid, cookie }) {
+  return {
+    name,
+    pid,
+    async run(seconds) {
+      const latencies = [];
+      const until = performance.now() + seconds * 1000;
+      const start = performance.now();
+      while (performance.now() < until) {
+        const t0 = performance.now();
+        const res = await fetch(url, { headers: { cookie }, redirect: 'manual' });
+        const body = await res.text();
+        if (res.status !== 200 || !body.includes('id="audit"'))
+          throw new Error(`${name}: answered ${res.status}`);
+        latencies.push(performance.now() - t0);
+      }
+      return {
+        ops: latencies.length,
+        seconds: (performance.now() - start) / 1000,
+        ...percentiles(latencies),
+      };
+    },
+  };
+}
+
 /** One server per data size, with its chains, bulk rows and a dashboard cookie of the agency's owner. */
 async function growthStep(rows, stops) {
   const svc = await startSvc({ only: 'auth', env: SVC_ENV });
@@ -112,11 +141,10 @@ async function growthStep(rows, stops) {
       tokenUrl: svc.urls.auth,
       chains,
     }),
-    audit: httpSide(`dashboard with its audit section, ${label} audit_events rows`, {
+    audit: pageSide(`dashboard with its audit section, ${label} audit_events rows`, {
       url: `${svc.urls.auth}/dashboard`,
       pid: svc.pid,
-      headers: { cookie },
-      connections: 1,
+      cookie,
     }),
   };
 }
@@ -216,7 +244,7 @@ export async function run() {
     );
     const after = storage(steps[0].db);
     const audit = await compare(
-      'Dashboard page (audit section, agency-wide) by rows in audit_events, 1 connection',
+      'Dashboard page (audit section, agency-wide) by rows in audit_events, one request at a time',
       steps.map((s) => s.audit),
       { baseline: steps[0].audit.name },
     );
@@ -239,7 +267,7 @@ function summarize(steps, rotations, audit, me, growth) {
   const page = audit[biggest.audit.name];
   verdict(
     `dashboard with ${biggest.rows.toLocaleString('en-US')} audit events`,
-    `p99 ${page.p99} ms, mean ${(1000 / page.opsPerSec).toFixed(2)} ms (one connection)`,
+    `p99 ${page.p99} ms (p50 ${page.p50} ms, one request at a time)`,
     page.p99 <= 50,
     'p99 ≤ 50 ms',
   );
