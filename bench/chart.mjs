@@ -4,7 +4,7 @@
 const W = 360;
 const H = 240;
 const M = { left: 56, right: 16, top: 28, bottom: 64 };
-const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd'];
+const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e'];
 
 const esc = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 const fmt = (n) => (n >= 1e6 ? `${n / 1e6}M` : n >= 1e3 ? `${n / 1e3}k` : String(n));
@@ -65,7 +65,7 @@ export function growthChart(series) {
   const height = H + 14 * Math.max(byRows.length, byTokens.length);
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${2 * W}" height="${height}" font-family="sans-serif" font-size="11">
 <rect width="100%" height="100%" fill="#fff"/>
-${panel(0, 'Cost vs rows in the table', 'rows (refresh_tokens; audit_events)', byRows)}
+${panel(0, 'CPU µs per operation vs rows in the table', 'rows (refresh_tokens; audit_events)', byRows)}
 ${panel(W, 'GET /me vs distinct live session tokens', 'distinct tokens (cache holds 10k)', byTokens)}
 </svg>
 `;
