@@ -1,6 +1,6 @@
 // The peer: panva's oidc-provider configured like this service's profile for the refresh grant — one public client
 // (token_endpoint_auth_method none, PKCE S256 required), the agency MCP resource by resource indicator (RFC 8707),
-// JWT access tokens (RFC 9068) signed with the same algorithm as the service, and refresh tokens rotated on every
+// JWT access tokens (RFC 9068) signed with the service's algorithm (PEER_ALG), refresh tokens rotated on every
 // use. PEER_STORE picks its storage: memory (its development store), sqlite or postgres (bench/oidc-sql-adapter.mjs).
 // It prints its URL and PEER_CHAINS refresh tokens, each of its own grant, made through the provider's models
 // (the interactive sign-in and consent are not what is measured).

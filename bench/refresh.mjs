@@ -9,6 +9,9 @@ import { compare, options, percentiles, spawnServer, startSvc, verdict } from '.
 import { connectAgent, tokenRequest } from './oauth-flow.mjs';
 import { pgEnd, pgReady, pgSchema } from './pg.mjs';
 
+/** The service's signing algorithm (its default unless SIGNING_ALG says otherwise); the peer signs with the same. */
+const SIGNING_ALG = process.env.SIGNING_ALG ?? 'ES256';
+
 export const AGENCY_RESOURCE = 'http://127.0.0.1:4102/mcp';
 const SVC_ENV = {
   AGENCY_MCP_URL: 'http://127.0.0.1:4102',
@@ -88,7 +91,7 @@ async function startPeer(store, count, env = {}) {
       PEER_STORE: store,
       PEER_CHAINS: String(count),
       PEER_RESOURCE: AGENCY_RESOURCE,
-      PEER_ALG: process.env.SIGNING_ALG ?? 'RS256',
+      PEER_ALG: SIGNING_ALG,
       ...env,
     },
     ready: /peer (http:\/\/\S+) client (\S+) chains (\[.*\])/,
@@ -129,6 +132,14 @@ export async function run() {
       await peerOn('in-memory store', 'memory', {}, undefined, stops),
       await peerOn('SQLite adapter', 'sqlite', {}, undefined, stops),
     ];
+    // The same service with RS256 keys, so that the choice of algorithm is measured in the same run.
+    if (SIGNING_ALG !== 'RS256') {
+      groups.splice(
+        1,
+        0,
+        await oursOn('embedded database, RS256 keys', { SIGNING_ALG: 'RS256' }, undefined, stops),
+      );
+    }
     if (await pgReady()) {
       const ourSchema = await pgSchema();
       stops.push(() => ourSchema.drop());
