@@ -44,6 +44,7 @@ const provider = new Provider(issuer, {
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
       redirect_uris: ['https://client.example/callback'],
+      id_token_signed_response_alg: alg,
     },
   ],
   jwks: { keys: [jwk] },
