@@ -171,6 +171,13 @@ describe('svc', () => {
     expect(await svc('clients', 'pin', '--client-id', 'nope', '--api-version', 'none')).toMatchObject({
       code: 2,
     });
+    // A pre-registered client (from the operator's file, no row of its own) is pinnable too, and unpinnable.
+    expect(
+      (await svc('clients', 'pin', '--client-id', 'claude-code', '--api-version', '2026-09-24.albus')).code,
+    ).toBe(0);
+    expect(await clientPin('claude-code')).toBe('2026-09-24.albus');
+    expect((await svc('clients', 'pin', '--client-id', 'claude-code', '--api-version', 'none')).code).toBe(0);
+    expect(await clientPin('claude-code')).toBeNull();
   });
 
   it('refuses the demo seed in production', async () => {

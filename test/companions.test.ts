@@ -3,14 +3,22 @@ import { readFileSync } from 'node:fs';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from './helpers/harness.js';
+import { seedDemo } from '../src/domain/demo-seed.js';
+import { grant } from './agency-mcp/helpers.js';
+import { signIn, startTestServer, type TestServer } from './helpers/harness.js';
+import { jsonRpcOf, modernRequest } from './helpers/mcp.js';
 
 const ajv = new Ajv2020({ strict: false, allErrors: true });
 (addFormats as unknown as (a: Ajv2020) => void)(ajv);
 const schema = (name: string) =>
   ajv.compile(JSON.parse(readFileSync(new URL(`./fixtures/${name}.schema.json`, import.meta.url), 'utf8')));
+/** The published Server Card schema keeps its definitions under `$defs`; a card is a `ServerCard` (test/fixtures/README.md). */
+ajv.addSchema(
+  JSON.parse(readFileSync(new URL('./fixtures/server-card.schema.json', import.meta.url), 'utf8')),
+  'mcp-server-card',
+);
 const validators = {
-  card: schema('server-card'),
+  card: ajv.compile({ $ref: 'mcp-server-card#/$defs/ServerCard' }),
   catalog: schema('ai-catalog'),
   skills: schema('agent-skills-index'),
 };
@@ -103,6 +111,72 @@ describe('HTTP behaviour of the companions', () => {
       }
     },
   );
+});
+
+describe('discovery documents where clients read them', () => {
+  // The cards are compared with live answers, which need a signed-in user and a grant.
+  beforeAll(() => seedDemo(server.services.ctx.db, server.clock, false));
+  const documents = () => [
+    ...REST_DOCS.map(([path]) => `${server.url.api}${path}`),
+    `${server.url.mcp}/mcp/server-card`,
+    `${server.url.agencyMcp}/.well-known/mcp/server-card.json`,
+  ];
+
+  it('a CORS preflight is answered for every public document, and ETag is readable by scripts', async () => {
+    for (const url of documents()) {
+      const preflight = await fetch(url, {
+        method: 'OPTIONS',
+        headers: {
+          origin: 'https://client.example',
+          'access-control-request-method': 'GET',
+          'access-control-request-headers': 'if-none-match',
+        },
+      });
+      expect(preflight.status, url).toBe(204);
+      expect(preflight.headers.get('access-control-allow-origin')).toBe('*');
+      expect(preflight.headers.get('access-control-allow-methods')).toContain('GET');
+      expect(preflight.headers.get('access-control-allow-headers')?.toLowerCase()).toContain('if-none-match');
+      const res = await get(url, { origin: 'https://client.example' });
+      expect(res.headers.get('access-control-expose-headers')?.toLowerCase()).toContain('etag');
+      const etag = res.headers.get('etag')!;
+      expect((await get(url, { 'if-none-match': etag })).status).toBe(304);
+    }
+  });
+
+  it.each(['mcp', 'agencyMcp'] as const)(
+    'the %s card agrees with what the server reports (serverInfo, server/discover)',
+    async (host) => {
+      const token =
+        host === 'mcp'
+          ? (await signIn(server)).token
+          : (await grant(server, { scopes: ['agency:mcp:read'] })).token;
+      const card = (await (await get(`${server.url[host]}/mcp/server-card`)).json()) as Record<string, any>;
+      const discover = (await jsonRpcOf(
+        await modernRequest(`${server.url[host]}/mcp`, 'server/discover', {}, { token }),
+      )) as { result: { supportedVersions: string[]; _meta: Record<string, any> } };
+      const info = discover.result._meta['io.modelcontextprotocol/serverInfo'];
+      expect(card['title']).toBe(info.title);
+      expect(card['version']).toBe(info.version);
+      // server/discover names the revisions that speak it; the card names every revision the endpoint serves
+      // (the 2025 ones are negotiated by initialize instead).
+      for (const v of discover.result.supportedVersions) {
+        expect(card['remotes'][0]['supportedProtocolVersions']).toContain(v);
+      }
+    },
+  );
+
+  it('AI catalog identifiers carry a namespace, never the host:port of the server', async () => {
+    const catalog = (await (await get(`${server.url.api}/.well-known/ai-catalog.json`)).json()) as Record<
+      string,
+      any
+    >;
+    const identifiers = JSON.stringify(catalog).match(/urn:air:[^"]+/g) ?? [];
+    expect(identifiers.length).toBeGreaterThan(0);
+    for (const id of identifiers) {
+      expect(id).toMatch(/^urn:air:[a-z0-9.-]+:[a-z0-9-]+$/);
+      expect(id).not.toContain(new URL(server.url.api).port);
+    }
+  });
 });
 
 describe('links', () => {

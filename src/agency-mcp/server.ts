@@ -109,14 +109,15 @@ const BY_NAME = new Map(COMPILED.map((t) => [t.definition.name, t]));
 
 /**
  * tools/list: the tools the effective permissions allow. tools/call: only the called tool (registering fifteen tools
- * per request was a third of a call's CPU); an unknown name registers none and the SDK answers "not found". Anything
- * else (initialize, server/discover): all, so the tools capability is declared.
+ * per request was a third of a call's CPU). An unknown name registers all, so that the tools capability is declared
+ * and the SDK answers as MCP specifies for an unknown tool (-32602 naming it, HTTP 200), not "method not found".
+ * Anything else (initialize, server/discover): all, so the tools capability is declared.
  */
 function toolsToRegister(call: AgencyCall | undefined): readonly CompiledTool[] {
   if (call?.permissions) return COMPILED.filter((t) => call.permissions!.has(t.definition.permission));
   if (call?.calledTool !== undefined) {
     const one = BY_NAME.get(call.calledTool);
-    return one ? [one] : [];
+    return one ? [one] : COMPILED;
   }
   return COMPILED;
 }

@@ -325,6 +325,11 @@ ${m.writeRefusal ? markup`<p class="muted">${m.writeRefusal}</p>` : ''}
   </fieldset>`
       : ''
   }
+  ${
+    req.scopes.includes(SCOPES.offline)
+      ? ''
+      : markup`<label><input type="checkbox" name="stay_connected" value="on" checked> Stay connected: the application may renew its access without asking you again, until you disconnect it</label>`
+  }
   <div class="actions">
     <button type="submit" name="decision" value="allow" class="primary">Allow</button>
     <button type="submit" name="decision" value="deny">Deny</button>
@@ -365,6 +370,11 @@ ${m.writeRefusal ? markup`<p class="muted">${m.writeRefusal}</p>` : ''}
       // RFC 6749 §3.3: the granted scope may be narrower than requested; write only when it can be used.
       const grantsWrite = m.writeOffered && ceiling.some(isWritePermission);
       const scopes = req.scopes.filter((s) => s !== SCOPES.agencyWrite || grantsWrite);
+      // Hosts that never ask for offline_access lose the connection when the 1-hour access token expires. RFC 6749
+      // §3.3 lets the granted scope differ from the requested one (the token response then names it), and RFC 6749
+      // §5.1 leaves issuing a refresh token to the server: the member may grant "stay connected" on consent.
+      if (!scopes.includes(SCOPES.offline) && form.get('stay_connected') === 'on')
+        scopes.push(SCOPES.offline);
       const code = randomSecret();
       const now = ctx.clock.now();
       await ctx.db.transaction().execute(async (trx) => {

@@ -3,7 +3,7 @@ import type { AppContext } from '../context.js';
 import { servePublicDocuments } from '../http/public-documents.js';
 import { urls } from '../context.js';
 import { PKCE_METHODS } from './pkce.js';
-import { SCOPES_SUPPORTED } from './scopes.js';
+import { scopesSupported } from './scopes.js';
 
 /** RFC 8414 authorization server metadata, with every field of DESIGN §5. */
 export function authorizationServerMetadata(ctx: AppContext): Record<string, unknown> {
@@ -21,7 +21,7 @@ export function authorizationServerMetadata(ctx: AppContext): Record<string, unk
     code_challenge_methods_supported: [...PKCE_METHODS],
     token_endpoint_auth_methods_supported: ['none'],
     revocation_endpoint_auth_methods_supported: ['none'],
-    scopes_supported: SCOPES_SUPPORTED,
+    scopes_supported: scopesSupported(ctx.config.oauth.userResources),
     client_id_metadata_document_supported: true,
     resource_indicators_supported: true,
     authorization_response_iss_parameter_supported: true,

@@ -15,14 +15,11 @@ import { revokeRoutes } from './revoke.js';
 import { sessionRoutes } from './sessions.js';
 import { tokenRoutes } from './token.js';
 
-/** Endpoints a browser-based client calls cross-origin (no cookies involved, so any origin may). */
-const CORS_PATHS = [
-  '/.well-known/oauth-authorization-server',
-  '/.well-known/jwks.json',
-  '/oauth/token',
-  '/oauth/register',
-  '/oauth/revoke',
-];
+/**
+ * Endpoints a browser-based client calls cross-origin (no cookies involved, so any origin may). The metadata document
+ * answers its own preflight as every public document does (http/public-documents.ts).
+ */
+const CORS_PATHS = ['/.well-known/jwks.json', '/oauth/token', '/oauth/register', '/oauth/revoke'];
 
 /**
  * The authorization server at AUTH_URL: discovery and JWKS, the OAuth endpoints (RFC 6749 errors), the sign-in,

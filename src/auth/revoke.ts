@@ -1,44 +1,63 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.js';
-import { revokeConnection } from '../domain/connections.js';
+import { endConnection } from '../domain/connections.js';
+import { refuseClientCredentials } from './client-authentication.js';
 import { Params } from './form.js';
 import { OAuthError } from './oauth-errors.js';
 import { hashSecret } from './secrets.js';
 
 /**
- * Token revocation (RFC 7009) at POST /oauth/revoke. Revoking a refresh token ends its connection (the grant), so
- * the access tokens minted under it stop working too (RFC 7009 §2.1). Unknown tokens answer 200 (§2.2).
+ * Token revocation (RFC 7009) at POST /oauth/revoke, for refresh and access tokens alike (§2.1: the client may send
+ * either). Either ends the token's connection (the grant): the app's refresh-token families and every access token
+ * minted under it stop working, at once on this instance and on the others within the liveness bound. A revocation is
+ * the app saying "forget this authorization", and an access token alone cannot be revoked more narrowly without a
+ * per-token deny list on every resource server. Unknown tokens, and tokens of another client, answer 200 (§2.2) and
+ * revoke nothing.
  */
 export async function revokeRoutes(app: FastifyInstance, ctx: AppContext): Promise<void> {
   app.post('/oauth/revoke', async (request, reply) => {
     const p = Params.fromBody(request.body);
-    if (request.headers.authorization !== undefined || p.has('client_secret')) {
-      throw new OAuthError(
-        'invalid_client',
-        'This server has public clients only; send client_id without credentials',
-        401,
-      );
-    }
+    refuseClientCredentials(ctx, request, p);
     const token = p.require('token');
     const hint = p.get('token_type_hint');
-    // RFC 7009 §2.2.1: we only revoke refresh tokens; access tokens expire within the hour or die with the grant.
     if (hint !== undefined && hint !== 'refresh_token' && hint !== 'access_token') {
       throw new OAuthError('unsupported_token_type', `token_type_hint ${hint} is not supported`);
     }
-    const clientId = p.get('client_id');
+    // RFC 7009 §2.1: the server verifies the token was issued to the client making the request; a public client
+    // identifies itself by client_id, so without it nothing can be checked and nothing is revoked.
+    const clientId = p.require('client_id');
+    const owner = await tokenOwner(ctx, token, hint);
+    if (owner && owner.clientId === clientId) {
+      if (await endConnection(ctx, owner.connectionId, 'revoked_by_client')) {
+        request.log.info({ connection_id: owner.connectionId }, 'connection revoked by the client');
+      }
+    }
+    return reply.code(200).header('cache-control', 'no-store').send();
+  });
+}
+
+/** The connection and client of a refresh or access token (the hint only orders the look-ups, RFC 7009 §2.1). */
+async function tokenOwner(
+  ctx: AppContext,
+  token: string,
+  hint: string | undefined,
+): Promise<{ connectionId: string; clientId: string } | undefined> {
+  const asRefresh = async () => {
     const row = await ctx.db
       .selectFrom('refresh_tokens as rt')
       .innerJoin('connections as c', 'c.id', 'rt.connection_id')
       .select(['c.id', 'c.client_id'])
       .where('rt.hash', '=', hashSecret(token))
       .executeTakeFirst();
-    // RFC 7009 §2.1: a token of another client is not revoked (and the answer does not say so).
-    if (row && (clientId === undefined || clientId === row.client_id)) {
-      if (await revokeConnection(ctx.db, ctx.clock, row.id, 'revoked_by_client')) {
-        ctx.connectionLiveness.forget(row.id);
-        request.log.info({ connection_id: row.id }, 'connection revoked by the client');
-      }
-    }
-    return reply.code(200).header('cache-control', 'no-store').send();
-  });
+    return row && { connectionId: row.id, clientId: row.client_id };
+  };
+  const asAccess = async () => {
+    const principal = await ctx.verifier.inspectAccessToken(token);
+    return principal?.connectionId === undefined
+      ? undefined
+      : { connectionId: principal.connectionId, clientId: principal.clientId };
+  };
+  return hint === 'access_token'
+    ? ((await asAccess()) ?? (await asRefresh()))
+    : ((await asRefresh()) ?? (await asAccess()));
 }

@@ -22,13 +22,16 @@ const DEFAULTS: Record<ResourceKind, readonly string[]> = {
   user: [SCOPES.userRead],
 };
 
-export const SCOPES_SUPPORTED = [
-  SCOPES.agencyRead,
-  SCOPES.agencyWrite,
-  SCOPES.offline,
-  SCOPES.userRead,
-  ...Object.keys(ALIASES),
-];
+/** RFC 8414 §2 `scopes_supported`: only what can be granted; `user:read` while the user resources are open. */
+export function scopesSupported(userResources: boolean): string[] {
+  return [
+    SCOPES.agencyRead,
+    SCOPES.agencyWrite,
+    SCOPES.offline,
+    ...(userResources ? [SCOPES.userRead] : []),
+    ...Object.keys(ALIASES),
+  ];
+}
 
 /** Words the consent page shows for each scope. */
 export const SCOPE_LABELS: Record<string, string> = {

@@ -1,15 +1,17 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { type AppContext, urls } from '../context.js';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { AppContext } from '../context.js';
 import {
-  activateConnection,
+  activateGrant,
   CONNECTION_TTL_MS,
   type ConnectionRow,
-  revokeConnection,
+  endConnection,
+  isUniqueViolation,
   pruneExpiredGrantsHourly,
 } from '../domain/connections.js';
 import { parseList } from '../domain/permissions.js';
 import { ACCESS_TOKEN_TTL_SECONDS, mintConnectionAccessToken } from './access-token.js';
 import type { ClientRegistry } from './clients/registry.js';
+import { refuseClientCredentials } from './client-authentication.js';
 import { Params } from './form.js';
 import { OAuthError } from './oauth-errors.js';
 import { isVerifier, verifyS256 } from './pkce.js';
@@ -33,26 +35,11 @@ export async function tokenRoutes(
     const grantType = p.require('grant_type');
     // RFC 8693: the one grant with client authentication (the internal agency MCP client), see token-exchange.ts.
     if (grantType === TOKEN_EXCHANGE_GRANT) return tokenExchangeGrant(ctx, request, p, reply);
-    refuseClientAuthentication(ctx, request, p);
+    refuseClientCredentials(ctx, request, p);
     if (grantType === 'authorization_code') return authorizationCodeGrant(ctx, registry, p, reply);
     if (grantType === 'refresh_token') return refreshTokenGrant(ctx, p, reply);
     throw new OAuthError('unsupported_grant_type', `grant_type ${grantType} is not supported`);
   });
-}
-
-/** DESIGN §5: token_endpoint_auth_methods_supported is [none]; credentials are refused, not ignored (§5.2). */
-function refuseClientAuthentication(ctx: AppContext, request: FastifyRequest, p: Params): void {
-  const authorization = request.headers.authorization;
-  if (authorization !== undefined || p.has('client_secret') || p.has('client_assertion')) {
-    // RFC 6749 §5.2: a client that tried the Authorization header gets 401 with a challenge of its scheme.
-    const scheme = authorization?.split(' ')[0]?.replace(/[^A-Za-z0-9_-]/g, '') || undefined;
-    throw new OAuthError(
-      'invalid_client',
-      'This server has public clients only (token_endpoint_auth_method none); send client_id without credentials',
-      401,
-      scheme ? { 'www-authenticate': `${scheme} realm="${urls.issuer(ctx.config)}"` } : {},
-    );
-  }
 }
 
 export interface TokenResponse {
@@ -102,41 +89,33 @@ async function authorizationCodeGrant(
     .executeTakeFirst();
   const invalid = (why: string) => new OAuthError('invalid_grant', why);
   if (!row) throw invalid('The authorization code is invalid');
+  // RFC 6749 §4.1.3: issued to this client, for this redirect URI (identical when sent); RFC 7636 §4.6. Checked before
+  // acting on a replay, so that only the holder of the code and its verifier can end the connection it produced.
+  if (row.client_id !== clientId) throw invalid('The authorization code was issued to another client');
+  if (!verifyS256(verifier, row.code_challenge))
+    throw invalid('The code_verifier does not match the code_challenge');
   if (row.consumed_at !== null) {
     // RFC 6749 §4.1.2: a code used twice → revoke what it produced.
-    await revokeForReplay(ctx, row.connection_id);
+    await revokeForReplay(ctx, hash);
     throw invalid('The authorization code was already used; the connection it produced is revoked');
   }
   const now = ctx.clock.now();
   if (row.expires_at <= now) throw invalid('The authorization code expired');
-  // RFC 6749 §4.1.3: issued to this client, for this redirect URI (identical when sent).
-  if (row.client_id !== clientId) throw invalid('The authorization code was issued to another client');
   if (redirectUri !== undefined && redirectUri !== row.redirect_uri) {
     throw invalid('redirect_uri does not match the authorization request');
   }
-  // RFC 7636 §4.6.
-  if (!verifyS256(verifier, row.code_challenge))
-    throw invalid('The code_verifier does not match the code_challenge');
   checkResource(p, row.resource);
   // Single use by compare-and-set: of concurrent exchanges exactly one wins; a loser is a replay.
-  const won = await ctx.db.transaction().execute(async (trx) => {
-    const r = await trx
-      .updateTable('authorization_codes')
-      .set({ consumed_at: now })
-      .where('hash', '=', hash)
-      .where('consumed_at', 'is', null)
-      .executeTakeFirst();
-    if (r.numUpdatedRows !== 1n) return false;
-    return activateConnection(trx, ctx.clock, row.connection_id);
-  });
-  if (!won) {
-    await revokeForReplay(ctx, row.connection_id);
+  const connectionId = await exchangeCode(ctx, hash, row.connection_id, now);
+  if (connectionId === false) {
+    await revokeForReplay(ctx, hash);
     throw invalid('The authorization code was already used; the connection it produced is revoked');
   }
+  if (connectionId === undefined) throw invalid('The authorization was withdrawn before the code was used');
   const connection = await ctx.db
     .selectFrom('connections')
     .selectAll()
-    .where('id', '=', row.connection_id)
+    .where('id', '=', connectionId)
     .executeTakeFirstOrThrow();
   await registry.markUsed(clientId);
   const scope = row.scope;
@@ -152,10 +131,45 @@ async function authorizationCodeGrant(
   return sendTokens(reply, body);
 }
 
-async function revokeForReplay(ctx: AppContext, connectionId: string): Promise<void> {
-  if (await revokeConnection(ctx.db, ctx.clock, connectionId, 'code_replay')) {
-    ctx.connectionLiveness.forget(connectionId);
-    ctx.log.warn({ connection_id: connectionId }, 'authorization code replayed; connection revoked');
+/**
+ * Consumes the code and lets its consent take effect (one connection per app, see `activateGrant`). Returns false
+ * when another exchange consumed it first, undefined when its connection ended meanwhile, else the connection id.
+ * Two first exchanges of one app racing meet the unique index on active connections: the loser retries and folds
+ * into the winner's connection.
+ */
+async function exchangeCode(
+  ctx: AppContext,
+  hash: string,
+  pendingId: string,
+  now: number,
+): Promise<string | false | undefined> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await ctx.db.transaction().execute(async (trx) => {
+        const r = await trx
+          .updateTable('authorization_codes')
+          .set({ consumed_at: now })
+          .where('hash', '=', hash)
+          .where('consumed_at', 'is', null)
+          .executeTakeFirst();
+        if (r.numUpdatedRows !== 1n) return false;
+        return activateGrant(trx, ctx.clock, pendingId);
+      });
+    } catch (e) {
+      if (attempt > 0 || !isUniqueViolation(e)) throw e;
+    }
+  }
+}
+
+async function revokeForReplay(ctx: AppContext, codeHash: string): Promise<void> {
+  // Read again: the code row follows its connection when its consent was folded into the app's existing one.
+  const code = await ctx.db
+    .selectFrom('authorization_codes')
+    .select('connection_id')
+    .where('hash', '=', codeHash)
+    .executeTakeFirstOrThrow();
+  if (await endConnection(ctx, code.connection_id, 'code_replay')) {
+    ctx.log.warn({ connection_id: code.connection_id }, 'authorization code replayed; connection revoked');
   }
 }
 
@@ -210,6 +224,7 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
       'c.agency_id',
       'c.member_id',
       'c.status',
+      'c.scopes as connection_scopes',
       'c.expires_at as connection_expires_at',
     ])
     .where('rt.hash', '=', hash)
@@ -227,12 +242,19 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
   > = row;
   const graceMs = ctx.config.oauth.refreshReuseGraceSeconds * 1000;
 
+  // One connection per app: its newest consent governs every token family under it, so a family issued under a
+  // wider earlier consent is narrowed to the connection's scopes now.
+  const current = new Set(parseList(row.connection_scopes));
+  const narrowed = (scope: string) => parseList(scope).filter((s) => current.has(s));
   if (row.rotated_at !== null) return reuse(row.rotated_at);
   if (row.expires_at <= now) throw invalid('The refresh token expired');
+  const familyScope = narrowed(row.scope);
+  if (familyScope.length === 0)
+    throw invalid('The connection no longer grants the scope of this refresh token');
   // RFC 6749 §6: a narrower scope may be requested, never a wider one.
-  let scope = row.scope;
+  let scope = familyScope.join(' ');
   if (requestedScope !== undefined) {
-    const granted = new Set(parseList(row.scope));
+    const granted = new Set(familyScope);
     const asked = parseList(requestedScope).map((s) =>
       s === 'mcp:read' ? SCOPES.agencyRead : s === 'mcp:write' ? SCOPES.agencyWrite : s,
     );
@@ -282,19 +304,19 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
         .where('parent_hash', '=', hash)
         .executeTakeFirst();
       // Only the immediately previous token: its successor must not have been rotated itself.
-      if (next && next.rotated_at === null) {
+      if (next && next.rotated_at === null && narrowed(next.scope).length > 0) {
+        const scope = narrowed(next.scope).join(' ');
         return sendTokens(reply, {
-          access_token: await mintConnectionAccessToken(ctx, connection, next.scope),
+          access_token: await mintConnectionAccessToken(ctx, connection, scope),
           token_type: 'Bearer',
           expires_in: ACCESS_TOKEN_TTL_SECONDS,
-          scope: next.scope,
+          scope,
           refresh_token: successor,
         });
       }
     }
     // SPEC §5.4: reusing a rotated refresh token revokes the whole connection.
-    if (await revokeConnection(ctx.db, ctx.clock, row!.id, 'refresh_reuse')) {
-      ctx.connectionLiveness.forget(row!.id);
+    if (await endConnection(ctx, row!.id, 'refresh_reuse')) {
       ctx.log.warn({ connection_id: row!.id }, 'refresh token reused; connection revoked');
     }
     throw invalid('The refresh token was already used; the connection is revoked');

@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { createContext, createLogger, startServices } from '../app.js';
+import { pinClientVersion } from '../auth/clients/pins.js';
+import { loadPreregisteredClients } from '../auth/clients/preregistered.js';
 import { type Config, ConfigError, loadConfig, SURFACES, type Surface } from '../config/config.js';
 import type { AppContext } from '../context.js';
 import { toRfc3339 } from '../domain/clock.js';
@@ -114,12 +116,10 @@ const COMMANDS: Record<string, Command> = {
       withContext(config, async (ctx) => {
         const clientId = required(v, 'client-id');
         const version = pinValue(ctx, required(v, 'api-version'));
-        const { numUpdatedRows } = await ctx.db
-          .updateTable('oauth_clients')
-          .set({ api_version: version })
-          .where('client_id', '=', clientId)
-          .executeTakeFirst();
-        if (numUpdatedRows === 0n) throw new UsageError(`no OAuth client ${clientId}`);
+        const preregistered = loadPreregisteredClients(config.oauth.preregisteredClientsFile);
+        const known = new Set(preregistered.keys());
+        if (!(await pinClientVersion(ctx.db, ctx.clock, known, clientId, version)))
+          throw new UsageError(`no OAuth client ${clientId}`);
         console.log(`${clientId} pinned to ${version ?? 'no version (the user pin, then the baseline)'}`);
       }),
   },

@@ -1,14 +1,20 @@
 import type { Config } from '../config/config.js';
 import { urls } from '../context.js';
 import { type Companion, json } from './document.js';
-import { type McpServerKind, SERVER_CARD_MEDIA_TYPE, serverCardName, serverCardUrl } from './server-cards.js';
+import {
+  type McpServerKind,
+  publisherNamespace,
+  SERVER_CARD_MEDIA_TYPE,
+  serverCardName,
+  serverCardUrl,
+} from './server-cards.js';
 import { SKILLS_INDEX_PATH } from './skills.js';
 
 export const AI_CATALOG_PATH = '/.well-known/ai-catalog.json';
 export const AI_CATALOG_MEDIA_TYPE = 'application/ai-catalog+json';
 
-/** `urn:air:{publisher}:{name}`: the catalog's identifier grammar, the publisher being the REST host. */
-const identifier = (config: Config, name: string) => `urn:air:${new URL(urls.api(config)).host}:${name}`;
+/** `urn:air:{publisher}:{name}`: the catalog's identifier grammar; the publisher is a namespace, never `host:port`. */
+const identifier = (config: Config, name: string) => `urn:air:${publisherNamespace(config)}:${name}`;
 
 /** AI Catalog 1.0: the server cards, the skills index and the OpenAPI description of this deployment. */
 export function aiCatalog(config: Config): Companion {

@@ -31,12 +31,19 @@ export function resourceOf(config: Config, kind: McpServerKind): string {
   return kind === 'user' ? urls.mcpResource(config) : urls.agencyMcpResource(config);
 }
 
-/** `name` in reverse-DNS form with one slash (SEP-2127): the public host's labels reversed, then the server. */
-export function serverCardName(config: Config, kind: McpServerKind): string {
+/**
+ * The publisher namespace of the documents for agents: the public REST host's DNS labels reversed (SEP-2127's
+ * reverse-DNS form), or `localhost.svc` for a bare address; never a port.
+ */
+export function publisherNamespace(config: Config): string {
   const host = new URL(urls.api(config)).hostname;
   const isDnsName = /[a-z]/i.test(host) && host.includes('.') && !host.includes(':');
-  const namespace = isDnsName ? host.split('.').reverse().join('.') : 'localhost.svc';
-  return `${namespace}/${kind}-mcp`;
+  return isDnsName ? host.split('.').reverse().join('.') : 'localhost.svc';
+}
+
+/** `name` in reverse-DNS form with one slash (SEP-2127): the publisher namespace, then the server. */
+export function serverCardName(config: Config, kind: McpServerKind): string {
+  return `${publisherNamespace(config)}/${kind}-mcp`;
 }
 
 export function serverCard(config: Config, kind: McpServerKind): Record<string, unknown> {
@@ -46,10 +53,11 @@ export function serverCard(config: Config, kind: McpServerKind): Record<string, 
     $schema: SERVER_CARD_SCHEMA,
     name: serverCardName(config, kind),
     version: user ? PACKAGE_IDENTITY.version : AGENCY_MCP_VERSION,
-    title: user ? 'Svc user' : 'Svc agency',
+    // The titles and versions of `serverInfo`; descriptions fit the published schema's 100 characters.
+    title: user ? 'Svc user MCP server' : 'Svc agency MCP server',
     description: user
-      ? 'Acts as the signed-in user who owns the bearer token: read their profile (tool get_me, resource user://me).'
-      : 'Acts for one member of one agency (OAuth 2.1): read and, with consent, change clients, projects, tasks and notes.',
+      ? 'Acts as the user who owns the bearer token: reads their profile (get_me, user://me).'
+      : 'Acts for one agency member (OAuth 2.1): reads and, with consent, changes clients, projects, tasks.',
     websiteUrl: `${urls.api(config)}/llms.txt`,
     remotes: [
       {

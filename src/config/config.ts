@@ -58,7 +58,7 @@ export const envSchema = z.object({
   MCP_FAST_PATH: onOff.default(true),
   // Authorization server (DESIGN §5).
   OAUTH_USER_RESOURCES: onOff.default(false),
-  REFRESH_REUSE_GRACE_SECONDS: seconds.max(60).default(0),
+  REFRESH_REUSE_GRACE_SECONDS: seconds.max(60).default(30),
   PREREGISTERED_CLIENTS_FILE: z.string().min(1).optional(),
   DCR_MAX_CLIENTS: positiveInt.default(10_000),
   DCR_UNUSED_TTL_SECONDS: positiveInt.default(24 * 3600),

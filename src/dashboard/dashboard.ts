@@ -13,7 +13,7 @@ import {
 } from '../domain/agencies.js';
 import { type AuditRow, listAuditEvents } from '../domain/audit.js';
 import { toRfc3339 } from '../domain/clock.js';
-import { findConnection, listMemberConnections, revokeConnection } from '../domain/connections.js';
+import { endConnection, findConnection, listMemberConnections } from '../domain/connections.js';
 import { isRole, parseList, ROLES, roleAllows } from '../domain/permissions.js';
 import { findUserById } from '../domain/users.js';
 import { markup, PageError } from './html.js';
@@ -224,8 +224,7 @@ ${events.length ? markup`<table><thead><tr><th>When</th><th>Event</th><th>Detail
       const c = await findConnection(ctx.db, id);
       // Only the member's own connections (SPEC §5.5.1).
       if (!c || c.user_id !== user.userId) throw new PageError(404, 'Not found', 'No such connection.');
-      if (await revokeConnection(ctx.db, ctx.clock, c.id, 'disconnected', user.userId))
-        ctx.connectionLiveness.forget(c.id);
+      await endConnection(ctx, c.id, 'disconnected', user.userId);
       return { agencyId: c.agency_id ?? '', done: 'disconnected' };
     }),
   );

@@ -20,6 +20,8 @@ export const REVOKE_REASONS = [
   'refresh_reuse',
   'code_replay',
   'member_removed',
+  /** Folded into the newer connection of the same app (migration 0004). */
+  'merged',
 ] as const;
 export type RevokeReason = (typeof REVOKE_REASONS)[number];
 
@@ -62,16 +64,76 @@ export async function createPendingConnection(
   return row;
 }
 
-/** pending → active on the first code exchange; false when it was revoked meanwhile. */
-export async function activateConnection(db: Db, clock: Clock, id: string): Promise<boolean> {
+/**
+ * The first exchange of a code: the consent it carries takes effect. One connection per app (member, agency, client,
+ * resource; docs/contract.md#connections): when the app is already connected, that connection takes the newest consent
+ * (scopes and ceiling) and the pending row is folded into it, so re-authorizing (a step-up, a reconnect, a second
+ * device) never leaves an earlier grant orphaned, and each device's refresh tokens are one token family under it.
+ * Returns the id of the connection the tokens belong to, or undefined when the pending row was revoked meanwhile.
+ */
+export async function activateGrant(db: Db, clock: Clock, pendingId: string): Promise<string | undefined> {
   const now = clock.now();
-  const r = await db
-    .updateTable('connections')
-    .set({ status: 'active', last_used_at: now, expires_at: now + CONNECTION_TTL_MS })
-    .where('id', '=', id)
+  const pending = await db
+    .selectFrom('connections')
+    .selectAll()
+    .where('id', '=', pendingId)
     .where('status', '=', 'pending')
     .executeTakeFirst();
-  return r.numUpdatedRows === 1n;
+  if (!pending) return undefined;
+  const existing = await findActiveConnectionOfApp(db, pending);
+  if (!existing) {
+    const r = await db
+      .updateTable('connections')
+      .set({ status: 'active', last_used_at: now, expires_at: now + CONNECTION_TTL_MS })
+      .where('id', '=', pendingId)
+      .where('status', '=', 'pending')
+      .executeTakeFirst();
+    return r.numUpdatedRows === 1n ? pendingId : undefined;
+  }
+  await db
+    .updateTable('connections')
+    .set({
+      scopes: pending.scopes,
+      ceiling: pending.ceiling,
+      last_used_at: now,
+      expires_at: now + CONNECTION_TTL_MS,
+    })
+    .where('id', '=', existing.id)
+    .execute();
+  await db
+    .updateTable('authorization_codes')
+    .set({ connection_id: existing.id })
+    .where('connection_id', '=', pendingId)
+    .execute();
+  await db
+    .updateTable('audit_events')
+    .set({ connection_id: existing.id })
+    .where('connection_id', '=', pendingId)
+    .execute();
+  await db.deleteFrom('connections').where('id', '=', pendingId).execute();
+  return existing.id;
+}
+
+/** The active connection of the same app for the same member (or user, for user-level resources), if any. */
+function findActiveConnectionOfApp(
+  db: Db,
+  c: Pick<ConnectionRow, 'user_id' | 'agency_id' | 'client_id' | 'resource'>,
+): Promise<ConnectionRow | undefined> {
+  let q = db
+    .selectFrom('connections')
+    .selectAll()
+    .where('user_id', '=', c.user_id)
+    .where('client_id', '=', c.client_id)
+    .where('resource', '=', c.resource)
+    .where('status', '=', 'active');
+  q = c.agency_id === null ? q.where('agency_id', 'is', null) : q.where('agency_id', '=', c.agency_id);
+  return q.executeTakeFirst();
+}
+
+/** Whether a database error is a unique-constraint violation (two first exchanges of one app racing). */
+export function isUniqueViolation(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE';
 }
 
 /** Ends a connection (idempotent); writes the audit event only for the update that ended it. */
@@ -109,6 +171,26 @@ export async function revokeConnection(
     });
   }
   return true;
+}
+
+/** What remembers "this connection is live" near the token checks: ending a connection must make it forget. */
+export interface ConnectionLivenessMemory {
+  forget(connectionId: string): void;
+}
+
+/**
+ * Ends a connection and drops its cached liveness in this process, so this instance refuses its tokens at once
+ * (other instances within the liveness bound). The one way to end a connection; false when it had already ended.
+ */
+export async function endConnection(
+  deps: { db: Db; clock: Clock; connectionLiveness: ConnectionLivenessMemory },
+  id: string,
+  reason: RevokeReason,
+  actorUserId: string | null = null,
+): Promise<boolean> {
+  const ended = await revokeConnection(deps.db, deps.clock, id, reason, actorUserId);
+  deps.connectionLiveness.forget(id);
+  return ended;
 }
 
 /** Whether a token minted under this connection may still be used: active and not expired. */

@@ -17,7 +17,7 @@ interface Served extends PublicDocument {
 export type DocumentBuilders = Record<string, () => PublicDocument>;
 
 /**
- * Serves public documents (GET and HEAD) with their media type, `Access-Control-Allow-Origin: *`,
+ * Serves public documents (GET and HEAD, and CORS preflights) with their media type, CORS headers,
  * `Cache-Control`, and a strong `ETag` answered with 304 on a matching `If-None-Match` (RFC 9110 §13.1.2).
  * Each document is built once, on its first request, and then served from memory.
  */
@@ -31,14 +31,30 @@ export function servePublicDocuments(app: FastifyInstance, builders: DocumentBui
       }
       return send(request, reply, served);
     });
+    // A browser client fetching a document cross-origin with If-None-Match sends a CORS preflight first (Fetch
+    // standard §4.8): answer it, or the revalidation never happens.
+    app.options(path, (_request, reply) =>
+      reply.code(204).headers(CORS_HEADERS).header('access-control-max-age', '86400').send(),
+    );
   }
 }
+
+/**
+ * Public documents may be read from any origin without credentials: GET and HEAD, the conditional request header a
+ * client revalidates with, and `ETag` readable by scripts (Fetch standard: not a CORS-safelisted response header).
+ */
+const CORS_HEADERS = {
+  'access-control-allow-origin': '*',
+  'access-control-allow-methods': 'GET, HEAD, OPTIONS',
+  'access-control-allow-headers': 'If-None-Match, Accept, MCP-Protocol-Version',
+  'access-control-expose-headers': 'ETag',
+};
 
 const etagOf = (body: string) => `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
 
 function send(request: FastifyRequest, reply: FastifyReply, doc: Served): FastifyReply {
   reply
-    .header('access-control-allow-origin', '*')
+    .headers(CORS_HEADERS)
     .header('cache-control', 'public, max-age=300')
     .header('etag', doc.etag)
     .header('vary', 'Accept-Encoding');

@@ -5,7 +5,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPM
 import type { SurfaceServerOptions } from '../http/server.js';
 import { McpAuthError } from './auth.js';
 import type { FastPath } from './fast-path.js';
-import { hostOrOriginProblem } from './host-guard.js';
+import { hostOrOriginProblem, malformedHost } from './host-guard.js';
 import { JSON_RPC_ERRORS, jsonRpcErrorBody } from './json-rpc.js';
 
 /**
@@ -45,8 +45,11 @@ export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptio
   app.decorateRequest('mcpAuth', null);
   // Only JSON reaches the endpoint (Streamable HTTP: "the body MUST be a single JSON-RPC message"); others get 415.
   app.removeContentTypeParser('text/plain');
+  // Host on every path (DNS rebinding); malformed or repeated first, as the 400 RFC 9112 §3.2 requires.
   app.addHook('onRequest', async (request, reply) => {
-    const problem = hostOrOriginProblem(guardedHeaders(request, o.path), o.allowedHosts());
+    const malformed = malformedHost(request.raw.rawHeaders);
+    if (malformed) return sendJsonRpcError(request, reply, 400, JSON_RPC_ERRORS.invalidRequest, malformed);
+    const problem = hostOrOriginProblem({ host: request.headers.host }, o.allowedHosts());
     if (problem) return sendJsonRpcError(request, reply, 403, JSON_RPC_ERRORS.serverError, problem);
   });
   app.setErrorHandler((error, request, reply) => sendFastifyError(request, reply, error as FastifyError));
@@ -56,6 +59,13 @@ export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptio
     url: o.path,
     exposeHeadRoute: false,
     onRequest: async (request, reply) => {
+      // Origin on the routed endpoint itself, whatever spelling of the path reached it (`/%6dcp`, `/mcp#x`,
+      // absolute-form targets): browsers send MCP traffic only here.
+      const origin = hostOrOriginProblem(
+        { host: request.headers.host, origin: request.headers.origin },
+        o.allowedHosts(),
+      );
+      if (origin) return sendJsonRpcError(request, reply, 403, JSON_RPC_ERRORS.serverError, origin);
       try {
         request.mcpAuth = await o.authenticate(request);
       } catch (e) {
@@ -64,18 +74,23 @@ export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptio
       }
     },
     handler: async (request, reply) => {
+      // JSON-RPC batches were removed in MCP 2025-06-18 and no served revision has them: an array is refused whole,
+      // before any per-message check could be skipped (Streamable HTTP: a body the server cannot accept gets 400).
+      if (Array.isArray(request.body)) {
+        return sendJsonRpcError(
+          request,
+          reply,
+          400,
+          JSON_RPC_ERRORS.invalidRequest,
+          'Invalid Request: JSON-RPC batches are not supported; send one message per request',
+        );
+      }
       const fast = o.fastPath && (await o.fastPath(request));
       // A Buffer, as the SDK's answers are sent: Fastify would add a charset to a string's content type.
       if (fast) return reply.code(fast.status).headers(fast.headers).send(Buffer.from(fast.body));
       return serveMcp(o.handler, request, reply);
     },
   });
-}
-
-/** Host is checked on every path (DNS rebinding); Origin only where browsers could send MCP traffic. */
-function guardedHeaders(request: FastifyRequest, mcpPath: string) {
-  const onEndpoint = request.url === mcpPath || request.url.startsWith(`${mcpPath}?`);
-  return { host: request.headers.host, origin: onEndpoint ? request.headers.origin : undefined };
 }
 
 /** Hands the authenticated request to the SDK and writes its web Response back through Fastify. */

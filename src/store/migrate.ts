@@ -2,6 +2,7 @@ import { type Kysely, type Migration, type MigrationResult, Migrator, PostgresAd
 import * as m0001 from './migrations/0001-users-sessions-keys.js';
 import * as m0002 from './migrations/0002-agencies-connections.js';
 import * as m0003 from './migrations/0003-refresh-token-expiry-index.js';
+import * as m0004 from './migrations/0004-one-connection-per-app.js';
 import type { Database } from './schema.js';
 
 /** Versioned migrations, in order. A migration, once released, is never edited: add a new one. */
@@ -9,15 +10,28 @@ const migrations: Record<string, Migration> = {
   '0001-users-sessions-keys': m0001,
   '0002-agencies-connections': m0002,
   '0003-refresh-token-expiry-index': m0003,
+  '0004-one-connection-per-app': m0004,
 };
 
 export async function migrateToLatest(db: Kysely<Database>): Promise<MigrationResult[]> {
+  return migrate(db, (migrator) => migrator.migrateToLatest());
+}
+
+/** Migrates up (or down) to the named migration: for tests of a migration over data of the schema before it. */
+export async function migrateTo(db: Kysely<Database>, name: string): Promise<MigrationResult[]> {
+  return migrate(db, (migrator) => migrator.migrateTo(name));
+}
+
+async function migrate(
+  db: Kysely<Database>,
+  run: (migrator: Migrator) => ReturnType<Migrator['migrateToLatest']>,
+): Promise<MigrationResult[]> {
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => migrations },
     ...(await migrationTableSchema(db)),
   });
-  const { error, results } = await migrator.migrateToLatest();
+  const { error, results } = await run(migrator);
   if (error) throw error instanceof Error ? error : new Error(String(error));
   return results ?? [];
 }

@@ -89,6 +89,9 @@ export interface VerifierOptions {
  * Verifies bearer JWTs for every resource server in the process. Signature, issuer, type and times are checked once
  * and cached, keyed by the token, until its `exp` (DESIGN §4); audience and liveness are checked on every call.
  */
+/** How far ahead of this instance's clock a token's `iat` may be (another instance's clock may run ahead). */
+const MAX_CLOCK_SKEW_MS = 60_000;
+
 export class TokenVerifier {
   private readonly cache: Lru<string, VerifiedEntry>;
 
@@ -102,6 +105,20 @@ export class TokenVerifier {
     const principal = entry.principal as Principal;
     await this.assertLive(principal);
     return principal;
+  }
+
+  /**
+   * The OAuth principal of an access token this issuer signed and that has not expired, whatever its audience, or
+   * undefined: what the revocation endpoint needs (RFC 7009 §2.2: anything else is answered like an unknown token).
+   */
+  async inspectAccessToken(token: string): Promise<OAuthPrincipal | undefined> {
+    try {
+      const entry = await this.verified(token);
+      if (entry.kind !== 'oauth' || entry.expMs <= this.o.clock.now()) return undefined;
+      return entry.principal as OAuthPrincipal;
+    } catch {
+      return undefined;
+    }
   }
 
   /**
@@ -134,8 +151,8 @@ export class TokenVerifier {
     if (p.kind === 'session') {
       if (!(await this.o.sessions.isLive(p.sessionId)))
         throw new TokenError('revoked', 'The session has ended');
-    } else if (p.connectionId !== undefined) {
-      if (!(await this.o.connections.isLive(p.connectionId)))
+    } else {
+      if (p.connectionId === undefined || !(await this.o.connections.isLive(p.connectionId)))
         throw new TokenError('revoked', 'The connection behind this token has ended');
     }
   }
@@ -181,6 +198,10 @@ export class TokenVerifier {
     if (typeof payload.sub !== 'string' || payload.exp === undefined) {
       throw new TokenError('invalid', 'The access token lacks a subject');
     }
+    // RFC 7519 §4.1.6: a token issued in the future was not issued by our clock; a minute covers instance skew.
+    if (typeof payload.iat !== 'number' || payload.iat * 1000 > this.o.clock.now() + MAX_CLOCK_SKEW_MS) {
+      throw new TokenError('invalid', 'The access token was issued in the future');
+    }
     const aud = payload.aud;
     return {
       kind,
@@ -194,7 +215,8 @@ export class TokenVerifier {
 
 const REQUIRED_CLAIMS: Record<EntryKind, string[]> = {
   session: ['sub', 'exp', 'iat', 'sid'],
-  oauth: ['sub', 'exp', 'iat', 'jti', 'client_id'],
+  // Every access token is minted under a connection: without `cid` there is nothing to check liveness against.
+  oauth: ['sub', 'exp', 'iat', 'jti', 'client_id', 'cid'],
   dashboard: ['sub', 'exp', 'iat', 'jti', 'client_id', 'cid', 'agency_id', 'member_id'],
 };
 

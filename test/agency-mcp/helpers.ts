@@ -1,10 +1,6 @@
 import { mintConnectionAccessToken } from '../../src/auth/access-token.js';
 import { ACCESS_TOKEN_TYPE, AGENCY_MCP_CLIENT_ID } from '../../src/auth/token-exchange.js';
-import {
-  activateConnection,
-  type ConnectionRow,
-  createPendingConnection,
-} from '../../src/domain/connections.js';
+import { activateGrant, type ConnectionRow, createPendingConnection } from '../../src/domain/connections.js';
 import { ROLE_PERMISSIONS } from '../../src/domain/permissions.js';
 import type { TestServer } from '../helpers/harness.js';
 
@@ -32,6 +28,8 @@ export async function demo(server: TestServer, username = 'ada', agency = 'North
   return { user, agency: agencyRow, member };
 }
 
+let grants = 0;
+
 export interface Grant {
   connection: ConnectionRow;
   token: string;
@@ -46,7 +44,14 @@ export interface Grant {
  */
 export async function grant(
   server: TestServer,
-  o: { username?: string; agency?: string; scopes?: string[]; ceiling?: string[]; resource?: string } = {},
+  o: {
+    username?: string;
+    agency?: string;
+    scopes?: string[];
+    ceiling?: string[];
+    resource?: string;
+    clientId?: string;
+  } = {},
 ): Promise<Grant> {
   const ctx = server.services.ctx;
   const { user, agency, member } = await demo(server, o.username, o.agency);
@@ -55,17 +60,18 @@ export async function grant(
     userId: user.id,
     agencyId: agency.id,
     memberId: member.id,
-    clientId: 'test-agent',
+    // Each grant its own app unless told: one app has one connection, which its newest consent governs.
+    clientId: o.clientId ?? `test-agent-${++grants}`,
     resource: o.resource ?? `${server.url.agencyMcp}/mcp`,
     scopes,
     ceiling: o.ceiling ?? [...ROLE_PERMISSIONS[member.role]],
     pendingUntil: ctx.clock.now() + 60_000,
   });
-  await activateConnection(ctx.db, ctx.clock, pending.id);
+  const connectionId = await activateGrant(ctx.db, ctx.clock, pending.id);
   const connection = await ctx.db
     .selectFrom('connections')
     .selectAll()
-    .where('id', '=', pending.id)
+    .where('id', '=', connectionId!)
     .executeTakeFirstOrThrow();
   const token = await mintConnectionAccessToken(ctx, connection, scopes.join(' '));
   return { connection, token, memberId: member.id, agencyId: agency.id, userId: user.id };

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addMember } from '../../src/domain/agencies.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+import { signWithServerKey } from '../helpers/tokens.js';
 import {
   agencyIds,
   authorize,
@@ -362,6 +363,20 @@ describe(`token endpoint (${ENGINE})`, () => {
     });
     expect(refresh.body['error']).toBe('invalid_grant');
   });
+  it("a used code replayed by another client_id does not end the victim's connection", async () => {
+    const c = await code();
+    const first = await exchange(c);
+    const attack = await exchange(c, { client_id: 'claude-code' });
+    expect(attack.body['error']).toBe('invalid_grant');
+    expect((await connectionStatus(server, first.body['access_token']!)).status).toBe('active');
+  });
+  it("a used code replayed without its verifier does not end the victim's connection", async () => {
+    const c = await code();
+    const first = await exchange(c);
+    const attack = await exchange({ ...c, verifier: pkce().verifier });
+    expect(attack.body['error']).toBe('invalid_grant');
+    expect((await connectionStatus(server, first.body['access_token']!)).status).toBe('active');
+  });
   it('concurrent exchanges of one code → exactly one success', async () => {
     const c = await code();
     const results = await Promise.all(Array.from({ length: 5 }, () => exchange(c)));
@@ -471,9 +486,10 @@ describe(`refresh tokens (${ENGINE})`, () => {
     expect(after.length).toBeLessThan(before.length);
     expect((await refresh(a.body['refresh_token']!)).body['error']).toBe('invalid_grant');
   });
-  it('reuse of a rotated token → invalid_grant and the whole connection is revoked', async () => {
+  it('reuse of a rotated token after the reuse window → invalid_grant and the whole connection is revoked', async () => {
     const { tokens } = await fresh();
     const a = await refresh(tokens['refresh_token']!);
+    server.clock.advance((server.config.oauth.refreshReuseGraceSeconds + 1) * 1000);
     const reuse = await refresh(tokens['refresh_token']!);
     expect(reuse.body['error']).toBe('invalid_grant');
     expect((await connectionStatus(server, a.body['access_token']!)).revoke_reason).toBe('refresh_reuse');
@@ -486,11 +502,12 @@ describe(`refresh tokens (${ENGINE})`, () => {
       .execute();
     expect(events.length).toBeGreaterThan(0);
   });
-  it('10 concurrent refreshes of one token → exactly one success', async () => {
+  it('10 concurrent refreshes of one token → one rotation: every answer carries the same successor', async () => {
     const { tokens } = await fresh();
     const results = await Promise.all(Array.from({ length: 10 }, () => refresh(tokens['refresh_token']!)));
-    expect(results.filter((r) => r.res.status === 200)).toHaveLength(1);
-    expect(results.filter((r) => r.body['error'] === 'invalid_grant')).toHaveLength(9);
+    expect(results.filter((r) => r.res.status === 200)).toHaveLength(10);
+    expect(new Set(results.map((r) => r.body['refresh_token'])).size).toBe(1);
+    expect((await refresh(results[0]!.body['refresh_token']!)).res.status).toBe(200);
   });
   it('another client_id → invalid_grant (and the connection survives)', async () => {
     const { tokens } = await fresh();
@@ -540,10 +557,28 @@ describe(`revocation (${ENGINE})`, () => {
 });
 
 describe(`dynamic client registration (${ENGINE})`, () => {
-  it('token_endpoint_auth_method client_secret_basic → 400 invalid_client_metadata', async () => {
+  it('token_endpoint_auth_method client_secret_basic or _post → registered as a public client (none), no secret', async () => {
+    for (const method of ['client_secret_basic', 'client_secret_post']) {
+      const { res, body } = await register(server, {
+        redirect_uris: [REDIRECT],
+        token_endpoint_auth_method: method,
+      });
+      expect(res.status).toBe(201);
+      expect(body['token_endpoint_auth_method']).toBe('none');
+      expect(body).not.toHaveProperty('client_secret');
+      // The host goes on as a public client: the whole flow works without a secret.
+      const connected = await connect(server, {
+        clientId: body['client_id'] as string,
+        redirectUri: REDIRECT,
+        browser: ada,
+      });
+      expect(connected.tokens['access_token']).toBeTruthy();
+    }
+  });
+  it('token_endpoint_auth_method private_key_jwt → 400 invalid_client_metadata', async () => {
     const { res, body } = await register(server, {
       redirect_uris: [REDIRECT],
-      token_endpoint_auth_method: 'client_secret_basic',
+      token_endpoint_auth_method: 'private_key_jwt',
     });
     expect(res.status).toBe(400);
     expect(body['error']).toBe('invalid_client_metadata');
@@ -721,5 +756,71 @@ describe(`housekeeping (${ENGINE})`, () => {
       .where('expires_at', '<', server.clock.now() - 3600_000)
       .execute();
     expect(pending).toHaveLength(0);
+  });
+});
+
+describe(`forged and stray tokens (${ENGINE})`, () => {
+  const me = (token: string) =>
+    fetch(`${server.url.api}/me`, { headers: { authorization: `Bearer ${token}` } });
+  const claims = async () => {
+    const userId = (await server.services.ctx.db.selectFrom('users').select('id').executeTakeFirstOrThrow())
+      .id;
+    const now = Math.floor(server.clock.now() / 1000);
+    return {
+      iss: server.url.auth,
+      sub: userId,
+      aud: server.url.api,
+      iat: now,
+      exp: now + 600,
+      jti: 'j-forged',
+      client_id: clientId,
+      scope: 'user:read',
+    };
+  };
+  it('an access token issued in the future (iat an hour ahead) is refused', async () => {
+    const ctx = server.services.ctx;
+    const c = await claims();
+    const token = await signWithServerKey(ctx, { typ: 'at+jwt' }, { ...c, cid: 'con_x', iat: c.iat + 3600 });
+    expect((await me(token)).status).toBe(401);
+  });
+  it('an at+jwt for the REST API without cid (nothing to check liveness against) is refused at /me', async () => {
+    const token = await signWithServerKey(server.services.ctx, { typ: 'at+jwt' }, await claims());
+    expect((await me(token)).status).toBe(401);
+  });
+  it('the AS metadata does not offer user:read while OAUTH_USER_RESOURCES is off', async () => {
+    const res = await fetch(`${server.url.auth}/.well-known/oauth-authorization-server`);
+    const metadata = (await res.json()) as { scopes_supported: string[] };
+    expect(metadata.scopes_supported).not.toContain('user:read');
+    expect(metadata.scopes_supported).toContain('agency:mcp:read');
+  });
+});
+
+describe(`borrowed names in client metadata (${ENGINE})`, () => {
+  it('DCR with client_uri and logo_uri on a host unrelated to the redirect URIs: left out, consent shows the redirect host', async () => {
+    const { res, body } = await register(server, {
+      redirect_uris: ['https://evil.example/cb'],
+      client_name: 'Claude',
+      client_uri: 'https://claude.ai',
+      logo_uri: 'https://claude.ai/logo.png',
+    });
+    expect(res.status).toBe(201);
+    expect(body).not.toHaveProperty('client_uri');
+    expect(body).not.toHaveProperty('logo_uri');
+    const { challenge } = pkce();
+    const q = authorizeQuery(
+      server,
+      { clientId: body['client_id'] as string, redirectUri: 'https://evil.example/cb', resource: RESOURCE },
+      challenge,
+    );
+    const page = await (await ada.get(`/oauth2/auth?${q}`)).text();
+    expect(page).not.toContain('claude.ai');
+    expect(page).toContain('evil.example');
+  });
+  it('a client_uri on the redirect host is kept', async () => {
+    const { body } = await register(server, {
+      redirect_uris: ['https://agent.example/cb'],
+      client_uri: 'https://www.agent.example/about',
+    });
+    expect(body['client_uri']).toBe('https://www.agent.example/about');
   });
 });

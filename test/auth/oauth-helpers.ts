@@ -69,6 +69,8 @@ export interface FlowOptions {
   state?: string;
   agency?: string;
   ceiling?: string[];
+  /** Leave "stay connected" ticked, as a browser submits it (offered when offline_access was not asked for). */
+  stayConnected?: boolean;
   username?: string;
   extra?: Record<string, string>;
 }
@@ -144,6 +146,8 @@ export async function authorize(
   if (page.includes('name="agency_id"')) form.set('agency_id', hidden(page, 'agency_id'));
   const offered = [...page.matchAll(/name="ceiling" value="([^"]+)"/g)].map((m) => m[1]!);
   for (const c of o.ceiling ?? offered) form.append('ceiling', c);
+  if (page.includes('name="stay_connected" value="on" checked') && o.stayConnected === true)
+    form.set('stay_connected', 'on');
   res = await browser.post('/oauth2/auth/consent', form);
   if (res.status !== 303) throw new Error(`consent: ${res.status} ${await res.text()}`);
   return new URL(res.headers.get('location')!);

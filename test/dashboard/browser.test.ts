@@ -113,4 +113,68 @@ describe(`browser flow (${ENGINE})`, () => {
     expect((await connectionStatus(server, rotated.body['access_token']!)).status).toBe('revoked');
     await context.close();
   });
+
+  it('a step-up (read, then read and write after a 403) leaves one entry in Connected apps, with write', async () => {
+    const clientId = (
+      await register(server, { redirect_uris: ['http://127.0.0.1/callback'], client_name: 'Step-up Agent' })
+    ).body['client_id'] as string;
+    const context = await browser.newContext({ javaScriptEnabled: false });
+    const page = await context.newPage();
+    page.setDefaultTimeout(8000);
+
+    /** One authorization through the pages, as the host opens it in the member's browser; returns the tokens. */
+    async function authorizeInBrowser(scope: string) {
+      const { verifier, challenge } = pkce();
+      const q = new URLSearchParams({
+        response_type: 'code',
+        client_id: clientId,
+        redirect_uri: callbackUrl,
+        code_challenge: challenge,
+        code_challenge_method: 'S256',
+        resource: `${AGENCY_MCP_URL}/mcp`,
+        scope,
+        state: 'step-up',
+      });
+      await page.goto(`${server.url.auth}/oauth2/auth?${q}`);
+      if (await page.getByRole('heading', { name: 'Sign in' }).isVisible()) {
+        await page.getByLabel('Username').fill('ada');
+        await page.getByLabel('Password').fill('ada-demo-password');
+        await page.getByRole('button', { name: 'Sign in' }).click();
+      }
+      await page.getByRole('heading', { name: 'Choose an agency' }).waitFor();
+      await page.getByLabel(/Northwind Studio/).check();
+      await page.getByRole('button', { name: 'Continue' }).click();
+      await page.getByRole('heading', { name: 'Connect Step-up Agent' }).waitFor();
+      await page.getByRole('button', { name: 'Allow' }).click();
+      await page.waitForURL(/\/callback\?/);
+      const code = callback.received.at(-1)!.searchParams.get('code')!;
+      const exchanged = await token(server, {
+        grant_type: 'authorization_code',
+        code,
+        code_verifier: verifier,
+        redirect_uri: callbackUrl,
+        client_id: clientId,
+      });
+      expect(exchanged.res.status).toBe(200);
+      return exchanged.body;
+    }
+
+    const read = await authorizeInBrowser('agency:mcp:read offline_access');
+    expect(read['scope']).toBe('agency:mcp:read offline_access');
+    const write = await authorizeInBrowser('agency:mcp:read agency:mcp:write offline_access');
+    expect(write['scope']).toContain('agency:mcp:write');
+    const [before, after] = await Promise.all([
+      connectionStatus(server, read['access_token']!),
+      connectionStatus(server, write['access_token']!),
+    ]);
+    expect(after.id).toBe(before.id);
+
+    await page.goto(`${server.url.auth}/dashboard`);
+    await page.getByLabel('Agency').selectOption({ label: 'Northwind Studio' });
+    await page.getByRole('button', { name: 'Show' }).click();
+    await page.getByRole('heading', { name: 'Settings → Connected apps' }).waitFor();
+    expect(await page.getByRole('button', { name: 'Disconnect Step-up Agent' }).count()).toBe(1);
+    expect(await page.locator('#connected-apps + table').textContent()).toContain('agency:mcp:write');
+    await context.close();
+  });
 });

@@ -27,7 +27,8 @@ beforeAll(async () => {
   server = await startTestServer({ env: { AGENCY_MCP_URL } });
   clientId = (
     await register(server, {
-      redirect_uris: [REDIRECT],
+      // The client shows it controls planner.example (a redirect URI there), so its client_uri is kept.
+      redirect_uris: [REDIRECT, 'https://planner.example/callback'],
       client_name: 'Planner Bot',
       client_uri: 'https://planner.example',
     })

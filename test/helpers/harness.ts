@@ -52,6 +52,8 @@ export class LogCapture {
 export interface TestServer {
   services: Services;
   config: Config;
+  /** The environment that points at this server's database. */
+  database: Record<string, string>;
   clock: ManualClock;
   logs: LogCapture;
   url: { api: string; auth: string; mcp: string; agencyMcp: string };
@@ -61,11 +63,13 @@ export interface TestServer {
 export interface TestServerOptions extends Omit<StartOptions, 'clock' | 'logger'> {
   env?: Record<string, string>;
   seed?: boolean;
+  /** A second instance over the database of this one (the first keeps and drops it). */
+  sharing?: TestServer;
 }
 
 /** Starts real servers on ephemeral loopback ports over a fresh database. */
 export async function startTestServer(o: TestServerOptions = {}): Promise<TestServer> {
-  const database = await freshDatabase();
+  const database = o.sharing ? { env: o.sharing.database, drop: async () => {} } : await freshDatabase();
   const config = loadConfig({
     NODE_ENV: 'test',
     HOST: '127.0.0.1',
@@ -85,11 +89,12 @@ export async function startTestServer(o: TestServerOptions = {}): Promise<TestSe
     logger: pino({ level: config.logLevel }, logs.stream),
     seedDemoIfEmpty: false,
   });
-  if (o.seed !== false) await seedDemo(services.ctx.db, clock, false);
+  if (o.seed !== false && !o.sharing) await seedDemo(services.ctx.db, clock, false);
   const u = config.urls;
   return {
     services,
     config,
+    database: database.env,
     clock,
     logs,
     url: { api: u.api!, auth: u.auth!, mcp: u.mcp ?? '', agencyMcp: u['agency-mcp'] ?? '' },

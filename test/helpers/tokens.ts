@@ -1,10 +1,14 @@
 import { generateKeyPair, SignJWT } from 'jose';
 import type { AppContext } from '../../src/context.js';
 import { toEpochSeconds } from '../../src/domain/clock.js';
+import { activateGrant, createPendingConnection } from '../../src/domain/connections.js';
 import { signJwt, TOKEN_TYPES } from '../../src/tokens/jwt.js';
 
-/** An OAuth access token (RFC 9068) minted with the server's real signing key, as the AS would mint it. */
-export function mintAccessToken(
+/**
+ * An OAuth access token (RFC 9068) minted with the server's real signing key, as the AS would mint it: under a live
+ * user-level connection (its `cid`) unless the test gives claims of its own.
+ */
+export async function mintAccessToken(
   ctx: AppContext,
   o: {
     userId: string;
@@ -15,14 +19,38 @@ export function mintAccessToken(
     claims?: Record<string, unknown>;
   },
 ): Promise<string> {
+  const clientId = o.clientId ?? 'test-client';
+  const cid = o.claims && 'cid' in o.claims ? undefined : await liveConnection(ctx, o.userId, clientId, o);
   return signJwt(ctx.keys, ctx.clock, {
     typ: TOKEN_TYPES.access,
     issuer: ctx.config.urls.auth!,
     subject: o.userId,
     audience: o.audience,
     lifetimeSeconds: o.lifetimeSeconds ?? 3600,
-    claims: { client_id: o.clientId ?? 'test-client', scope: o.scope, ...o.claims },
+    claims: { client_id: clientId, scope: o.scope, ...(cid ? { cid } : {}), ...o.claims },
   });
+}
+
+async function liveConnection(
+  ctx: AppContext,
+  userId: string,
+  clientId: string,
+  o: { audience: string; scope: string },
+): Promise<string> {
+  // A user that does not exist has no connections (they end with the user): the token names one that is gone.
+  const user = await ctx.db.selectFrom('users').select('id').where('id', '=', userId).executeTakeFirst();
+  if (!user) return 'con_gone';
+  const pending = await createPendingConnection(ctx.db, ctx.clock, {
+    userId,
+    agencyId: null,
+    memberId: null,
+    clientId,
+    resource: o.audience,
+    scopes: o.scope.split(' '),
+    ceiling: [],
+    pendingUntil: ctx.clock.now() + 60_000,
+  });
+  return (await activateGrant(ctx.db, ctx.clock, pending.id))!;
 }
 
 /** A JWT signed with the server's real key but with header and claims under the test's control. */

@@ -121,7 +121,7 @@ export class CimdResolver {
     }
     if ('client_secret' in doc) throw new CimdError('a metadata document must not contain a client_secret');
     const { client_id: _ignored, ...rest } = doc;
-    const checked = checkClientMetadata(rest);
+    const checked = checkClientMetadata(rest, { verifiedHost: new URL(clientId).hostname });
     if (!checked.ok) throw new CimdError(`the metadata document is invalid: ${checked.description}`);
     const now = this.clock.now();
     const expiresAt = now + Math.min(CIMD_MAX_CACHE_MS, Math.max(CIMD_MIN_CACHE_MS, maxAgeMs));

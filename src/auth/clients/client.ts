@@ -39,7 +39,7 @@ const GRANT_TYPES = ['authorization_code', 'refresh_token'];
  */
 export function checkClientMetadata(
   input: unknown,
-  o: { operatorTrusted?: boolean } = {},
+  o: { operatorTrusted?: boolean; /** The host a CIMD document was fetched from. */ verifiedHost?: string } = {},
 ):
   | {
       ok: true;
@@ -57,9 +57,11 @@ export function checkClientMetadata(
     };
   }
   const m = parsed.data;
-  // Public clients only (DESIGN §5): RFC 7591 §2's default would be client_secret_basic, which we do not offer.
+  // Public clients only (docs/contract.md#clients). RFC 7591 §3.2.1 lets the server replace requested metadata: a host
+  // asking for a client secret method is registered as a public client and told so (`none`, no secret issued), since
+  // such hosts exist in the field and PKCE protects a public client; other methods are refused.
   const method = m.token_endpoint_auth_method ?? 'none';
-  if (method !== 'none') {
+  if (!PUBLIC_CLIENT_REPLACES.includes(method)) {
     return {
       ok: false,
       error: 'invalid_client_metadata',
@@ -100,8 +102,40 @@ export function checkClientMetadata(
   }
   return {
     ok: true,
-    metadata: { ...m, application_type: applicationType, token_endpoint_auth_method: 'none' },
+    metadata: {
+      ...withoutUnrelatedHosts(m, o.operatorTrusted ? undefined : relatedHosts(m.redirect_uris, o.verifiedHost)),
+      application_type: applicationType,
+      token_endpoint_auth_method: 'none',
+    },
   };
+}
+
+/** Methods a registration may ask for and still be registered, as a public client (`none`). */
+const PUBLIC_CLIENT_REPLACES = ['none', 'client_secret_basic', 'client_secret_post'];
+
+/** The hosts a client has shown it controls: its https redirect URIs' hosts, and the CIMD document's host. */
+function relatedHosts(redirectUris: string[], verifiedHost: string | undefined): Set<string> {
+  const hosts = new Set<string>();
+  if (verifiedHost) hosts.add(bareHost(verifiedHost));
+  for (const uri of redirectUris) if (uri.startsWith('https://')) hosts.add(bareHost(new URL(uri).hostname));
+  return hosts;
+}
+
+const bareHost = (host: string) => host.toLowerCase().replace(/^www\./, '');
+
+/**
+ * RFC 7591 §5: a self-asserted `client_uri` or `logo_uri` on a host the client has not shown it controls would let it
+ * borrow another's name on the consent page ("Claude (claude.ai)" redirecting to evil.example). Such values are left
+ * out of the registration (§3.2.1 lets the server omit them); the consent page then shows the redirect host.
+ */
+function withoutUnrelatedHosts<T extends ClientMetadata>(m: T, related: Set<string> | undefined): T {
+  if (!related) return m;
+  const out = { ...m };
+  for (const f of ['client_uri', 'logo_uri'] as const) {
+    const v = out[f];
+    if (v !== undefined && !related.has(bareHost(new URL(v).hostname))) delete out[f];
+  }
+  return out;
 }
 
 export function toResolved(

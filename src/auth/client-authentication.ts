@@ -1,0 +1,25 @@
+import type { FastifyRequest } from 'fastify';
+import { urls } from '../context.js';
+import type { Config } from '../config/config.js';
+import type { Params } from './form.js';
+import { OAuthError } from './oauth-errors.js';
+
+/**
+ * Client authentication (RFC 6749 §2.3) as this server has it: public clients only
+ * (`token_endpoint_auth_methods_supported` is `["none"]`, RFC 8414 §2), so presented credentials are refused, never
+ * ignored: a client that believes it holds a secret learns at once that it does not. Used by every endpoint that takes
+ * a client_id: token and revocation (the token exchange authenticates its internal client separately).
+ */
+export function refuseClientCredentials(ctx: { config: Config }, request: FastifyRequest, p: Params): void {
+  const authorization = request.headers.authorization;
+  if (authorization !== undefined || p.has('client_secret') || p.has('client_assertion')) {
+    // RFC 6749 §5.2: a client that tried the Authorization header gets 401 with a challenge of its scheme.
+    const scheme = authorization?.split(' ')[0]?.replace(/[^A-Za-z0-9_-]/g, '') || undefined;
+    throw new OAuthError(
+      'invalid_client',
+      'This server has public clients only (token_endpoint_auth_method none); send client_id without credentials',
+      401,
+      scheme ? { 'www-authenticate': `${scheme} realm="${urls.issuer(ctx.config)}"` } : {},
+    );
+  }
+}

@@ -1,0 +1,245 @@
+import type { Client } from '@modelcontextprotocol/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+import { connectClient, MODERN } from '../helpers/mcp.js';
+import {
+  agencyIds,
+  authorizeQuery,
+  Browser,
+  connect,
+  connectionStatus,
+  hidden,
+  pkce,
+  register,
+  token,
+} from './oauth-helpers.js';
+
+/**
+ * The refresh grant as real MCP hosts use it: several tool calls fail with 401 at once and each runs the refresh
+ * with the same token; a host whose response was lost retries; a host re-authorizes for write after a 403 or on a
+ * second device. Every case runs over HTTP against real servers.
+ */
+
+const REDIRECT = 'http://127.0.0.1:9999/callback';
+let server: TestServer;
+let clientId: string;
+let ada: Browser;
+
+beforeAll(async () => {
+  server = await startTestServer({ env: { DCR_LIMIT_PER_IP: '1000' } });
+  clientId = (await register(server, { redirect_uris: [REDIRECT], client_name: 'Host' })).body[
+    'client_id'
+  ] as string;
+  ada = new Browser(server.url.auth);
+});
+afterAll(() => server?.close());
+
+const refreshAt = (at: TestServer, rt: string, extra: Record<string, string> = {}) =>
+  token(at, { grant_type: 'refresh_token', refresh_token: rt, client_id: clientId, ...extra });
+const refresh = (rt: string) => refreshAt(server, rt);
+const connectHost = (scope = 'agency:mcp:read offline_access', browser = ada) =>
+  connect(server, { clientId, redirectUri: REDIRECT, browser, scope });
+
+/** One agency MCP tool call with the access token, through the real SDK client. */
+async function listClients(at: TestServer, accessToken: string): Promise<boolean> {
+  let client: Client | undefined;
+  try {
+    client = await connectClient(`${at.url.agencyMcp}/mcp`, accessToken, MODERN);
+    const result = await client.callTool({ name: 'list_clients', arguments: {} });
+    return result.isError !== true;
+  } finally {
+    await client?.close();
+  }
+}
+
+async function auditTypes(connectionId: string): Promise<string[]> {
+  const rows = await server.services.ctx.db
+    .selectFrom('audit_events')
+    .select('type')
+    .where('connection_id', '=', connectionId)
+    .execute();
+  return rows.map((r) => r.type);
+}
+
+describe(`parallel and retried refreshes keep the connection (${ENGINE})`, () => {
+  it('5 parallel refreshes of one token: all succeed, and the connection goes on working', async () => {
+    const { tokens } = await connectHost();
+    const burst = await Promise.all(Array.from({ length: 5 }, () => refresh(tokens['refresh_token']!)));
+    expect(burst.map((r) => r.res.status)).toEqual([200, 200, 200, 200, 200]);
+    // Whichever answer the host keeps, its tokens work: every answer carries a working access token and a
+    // refresh token that rotates once more.
+    for (const r of burst) expect(await listClients(server, r.body['access_token']!)).toBe(true);
+    const last = burst[burst.length - 1]!.body;
+    const next = await refresh(last['refresh_token']!);
+    expect(next.res.status).toBe(200);
+    expect(await listClients(server, next.body['access_token']!)).toBe(true);
+    expect((await connectionStatus(server, next.body['access_token']!)).status).toBe('active');
+  });
+
+  it('a retry 2 s later (the first answer was lost) gets a working successor', async () => {
+    const { tokens } = await connectHost();
+    const lost = await refresh(tokens['refresh_token']!);
+    expect(lost.res.status).toBe(200);
+    server.clock.advance(2000);
+    const retry = await refresh(tokens['refresh_token']!);
+    expect(retry.res.status).toBe(200);
+    expect(await listClients(server, retry.body['access_token']!)).toBe(true);
+    const next = await refresh(retry.body['refresh_token']!);
+    expect(next.res.status).toBe(200);
+  });
+
+  it('a replay after the window revokes the whole connection, with an audit event', async () => {
+    const { tokens } = await connectHost();
+    const rotated = await refresh(tokens['refresh_token']!);
+    const connectionId = (await connectionStatus(server, rotated.body['access_token']!)).id;
+    server.clock.advance((server.config.oauth.refreshReuseGraceSeconds + 1) * 1000);
+    const replay = await refresh(tokens['refresh_token']!);
+    expect(replay.res.status).toBe(400);
+    expect(replay.body['error']).toBe('invalid_grant');
+    const row = await connectionStatus(server, rotated.body['access_token']!);
+    expect([row.status, row.revoke_reason]).toEqual(['revoked', 'refresh_reuse']);
+    expect(await auditTypes(connectionId)).toContain('connection.refresh_reuse_detected');
+    // Nothing handed out under the connection works any more.
+    expect((await refresh(rotated.body['refresh_token']!)).body['error']).toBe('invalid_grant');
+  });
+
+  it('a token older than the immediately previous one revokes, even inside the window', async () => {
+    const { tokens } = await connectHost();
+    const first = await refresh(tokens['refresh_token']!);
+    const second = await refresh(first.body['refresh_token']!);
+    expect(second.res.status).toBe(200);
+    const stale = await refresh(tokens['refresh_token']!);
+    expect(stale.body['error']).toBe('invalid_grant');
+    expect((await connectionStatus(server, second.body['access_token']!)).revoke_reason).toBe(
+      'refresh_reuse',
+    );
+  });
+
+  it('another client presenting the token within the window gets nothing and ends nothing', async () => {
+    const { tokens } = await connectHost();
+    const rotated = await refresh(tokens['refresh_token']!);
+    const other = await token(server, {
+      grant_type: 'refresh_token',
+      refresh_token: tokens['refresh_token']!,
+      client_id: 'claude-code',
+    });
+    expect(other.body['error']).toBe('invalid_grant');
+    expect((await connectionStatus(server, rotated.body['access_token']!)).status).toBe('active');
+  });
+});
+
+describe(`two instances sharing one database (${ENGINE})`, () => {
+  let peer: TestServer;
+  beforeAll(async () => {
+    // Behind a load balancer both instances publish the same URLs: one issuer, one resource.
+    const shared = await startTestServer({
+      sharing: server,
+      env: { DCR_LIMIT_PER_IP: '1000', AUTH_URL: server.url.auth, AGENCY_MCP_URL: server.url.agencyMcp },
+    });
+    const local = (surface: 'auth' | 'agency-mcp') => `http://127.0.0.1:${shared.config.ports[surface]}`;
+    peer = { ...shared, url: { ...shared.url, auth: local('auth'), agencyMcp: local('agency-mcp') } };
+  });
+  afterAll(() => peer?.close());
+
+  it('a burst split across both instances: every refresh succeeds and the connection stays usable on both', async () => {
+    const { tokens } = await connectHost();
+    const instances = [server, peer, server, peer, server];
+    const burst = await Promise.all(instances.map((at) => refreshAt(at, tokens['refresh_token']!)));
+    expect(burst.map((r) => r.res.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(new Set(burst.map((r) => r.body['refresh_token'])).size).toBe(1);
+    const next = await refreshAt(peer, burst[0]!.body['refresh_token']!);
+    expect(next.res.status).toBe(200);
+    expect(await listClients(server, next.body['access_token']!)).toBe(true);
+    expect(await listClients(peer, next.body['access_token']!)).toBe(true);
+  });
+});
+
+describe(`one connection per app (${ENGINE})`, () => {
+  const activeConnections = () =>
+    server.services.ctx.db
+      .selectFrom('connections')
+      .select(['id', 'scopes'])
+      .where('client_id', '=', clientId)
+      .where('status', '=', 'active')
+      .execute();
+
+  it('a step-up re-authorization updates the one connection; the newest consent governs', async () => {
+    const read = await connectHost();
+    const before = await connectionStatus(server, read.tokens['access_token']!);
+    const write = await connectHost('agency:mcp:read agency:mcp:write offline_access');
+    const after = await connectionStatus(server, write.tokens['access_token']!);
+    expect(after.id).toBe(before.id);
+    expect(after.scopes.split(' ')).toContain('agency:mcp:write');
+    expect(await activeConnections()).toHaveLength(1);
+    // The earlier token family lives on under the same connection (the host may still hold it).
+    const old = await refresh(read.tokens['refresh_token']!);
+    expect(old.res.status).toBe(200);
+    expect(old.body['scope']).toBe('agency:mcp:read offline_access');
+  });
+
+  it('a second device authorizing the same app does not disconnect the first; Disconnect ends both', async () => {
+    const laptop = await connectHost();
+    const phone = await connectHost('agency:mcp:read offline_access', new Browser(server.url.auth));
+    expect((await connectionStatus(server, phone.tokens['access_token']!)).id).toBe(
+      (await connectionStatus(server, laptop.tokens['access_token']!)).id,
+    );
+    const laptopNext = await refresh(laptop.tokens['refresh_token']!);
+    expect(laptopNext.res.status).toBe(200);
+    expect(await listClients(server, laptopNext.body['access_token']!)).toBe(true);
+    const [connection] = await activeConnections();
+    expect(connection).toBeDefined();
+    // The member disconnects the app on the dashboard.
+    await ada.get('/dashboard');
+    const res = await ada.post(`/dashboard/connections/${connection!.id}/disconnect`, { csrf: ada.csrf });
+    expect(res.status).toBe(303);
+    expect((await refresh(laptopNext.body['refresh_token']!)).body['error']).toBe('invalid_grant');
+    expect((await refresh(phone.tokens['refresh_token']!)).body['error']).toBe('invalid_grant');
+    expect(await listClients(server, phone.tokens['access_token']!).catch(() => false)).toBe(false);
+  });
+});
+
+describe(`hosts that never ask for offline_access (${ENGINE})`, () => {
+  it('consent offers "stay connected", ticked; kept, the token response carries a refresh token and says so in scope', async () => {
+    const { tokens } = await connect(server, {
+      clientId,
+      redirectUri: REDIRECT,
+      browser: ada,
+      scope: 'agency:mcp:read',
+      stayConnected: true,
+    });
+    expect(tokens['scope']).toBe('agency:mcp:read offline_access');
+    expect(tokens['refresh_token']).toBeTruthy();
+    expect((await refresh(tokens['refresh_token']!)).res.status).toBe(200);
+  });
+  it('unticked, the host gets a 1-hour access token only, with the scope it asked for', async () => {
+    const { tokens } = await connect(server, {
+      clientId,
+      redirectUri: REDIRECT,
+      browser: ada,
+      scope: 'agency:mcp:read',
+      stayConnected: false,
+    });
+    expect(tokens['scope']).toBe('agency:mcp:read');
+    expect(tokens).not.toHaveProperty('refresh_token');
+  });
+  it('a host that asks for offline_access is not asked again', async () => {
+    const { verifier: _v, challenge } = pkce();
+    const q = authorizeQuery(
+      server,
+      { clientId, redirectUri: REDIRECT, scope: 'agency:mcp:read offline_access' },
+      challenge,
+    );
+    const first = await ada.get(`/oauth2/auth?${q}`);
+    let page = await first.text();
+    if (page.includes('type="radio"')) {
+      const agencies = await agencyIds(server);
+      page = await (
+        await ada.get(
+          `/oauth2/auth/consent?${new URLSearchParams({ request: hidden(page, 'request'), agency_id: agencies['Northwind Studio']! })}`,
+        )
+      ).text();
+    }
+    expect(page).toContain('name="ceiling"');
+    expect(page).not.toContain('stay_connected');
+  });
+});

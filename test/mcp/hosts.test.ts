@@ -1,0 +1,149 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grant } from '../agency-mcp/helpers.js';
+import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { jsonRpcOf, MCP_VERSIONS, type McpVersion, MODERN, modernMeta, post } from '../helpers/mcp.js';
+
+/**
+ * What MCP hosts and hostile clients send to both MCP servers, on every served revision: JSON-RPC batches (removed
+ * in 2025-06-18), unknown tools, malformed or repeated Host headers, a foreign Origin behind other spellings of the
+ * endpoint path.
+ */
+
+let server: TestServer;
+let userToken: string;
+let agencyReadToken: string;
+const endpoints = () => ({ user: `${server.url.mcp}/mcp`, agency: `${server.url.agencyMcp}/mcp` });
+
+beforeAll(async () => {
+  server = await startTestServer();
+  userToken = (await signIn(server)).token;
+  agencyReadToken = (await grant(server, { scopes: ['agency:mcp:read'] })).token;
+});
+afterAll(() => server?.close());
+
+const tokenFor = (which: 'user' | 'agency') => (which === 'user' ? userToken : agencyReadToken);
+
+/** A tools/call message in the shape of the given revision (2026-07-28 carries `_meta` and the Mcp-* headers). */
+function toolsCall(version: McpVersion, name: string, id = 1) {
+  const params: Record<string, unknown> = { name, arguments: {} };
+  if (version === MODERN) params['_meta'] = modernMeta();
+  return { jsonrpc: '2.0', id, method: 'tools/call', params };
+}
+function headersFor(version: McpVersion, name: string): Record<string, string> {
+  return version === MODERN
+    ? { 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': name }
+    : { 'mcp-protocol-version': version };
+}
+
+describe(`JSON-RPC batches are refused on both MCP servers (${ENGINE})`, () => {
+  for (const which of ['user', 'agency'] as const) {
+    for (const version of MCP_VERSIONS) {
+      it(`${which} server, ${version}: an array body → 400 -32600, nothing in it runs`, async () => {
+        // A write tool inside a batch on a read-only token: a batch must not bypass the 403 step-up or the filter.
+        const batch = [toolsCall(version, 'get_me', 1), toolsCall(version, 'create_task', 2)];
+        const res = await post(endpoints()[which], batch, {
+          token: tokenFor(which),
+          headers: headersFor(version, 'get_me'),
+        });
+        expect(res.status).toBe(400);
+        const body = (await res.json()) as { error: { code: number; message: string }; id: null };
+        expect(body.error.code).toBe(-32600);
+        expect(body.error.message).toMatch(/batch/i);
+        expect(body.id).toBeNull();
+      });
+    }
+  }
+});
+
+describe(`an unknown tool is -32602 naming it, HTTP 200 (${ENGINE})`, () => {
+  for (const which of ['user', 'agency'] as const) {
+    for (const version of MCP_VERSIONS) {
+      it(`${which} server, ${version}`, async () => {
+        const res = await post(endpoints()[which], toolsCall(version, 'no_such_tool'), {
+          token: tokenFor(which),
+          headers: headersFor(version, 'no_such_tool'),
+        });
+        expect(res.status).toBe(200);
+        const message = (await jsonRpcOf(res)) as { error?: { code: number; message: string } };
+        expect(message.error?.code).toBe(-32602);
+        expect(message.error?.message).toContain('no_such_tool');
+      });
+    }
+  }
+});
+
+describe(`Host must be one valid host[:port]: 400 otherwise, RFC 9112 §3.2 (${ENGINE})`, () => {
+  const initialize = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+  });
+  const mcpHeaders = (which: 'user' | 'agency') => [
+    `Authorization: Bearer ${tokenFor(which)}`,
+    'Content-Type: application/json',
+    'Accept: application/json, text/event-stream',
+    'MCP-Protocol-Version: 2025-11-25',
+  ];
+  for (const which of ['user', 'agency'] as const) {
+    const hostOf = () => new URL(endpoints()[which]).host;
+    it(`${which} server: userinfo in Host (evil.example@127.0.0.1:port) → 400`, async () => {
+      const res = await send(
+        endpoints()[which],
+        '/mcp',
+        [`Host: evil.example@${hostOf()}`, ...mcpHeaders(which)],
+        initialize,
+      );
+      expect(res.status).toBe(400);
+      expect((JSON.parse(res.body) as { error: { code: number } }).error.code).toBe(-32600);
+    });
+    it(`${which} server: two Host headers → 400`, async () => {
+      const res = await send(
+        endpoints()[which],
+        '/mcp',
+        [`Host: ${hostOf()}`, `Host: ${hostOf()}`, ...mcpHeaders(which)],
+        initialize,
+      );
+      expect(res.status).toBe(400);
+    });
+    const targets = () => ['/%6dcp', '/m%63p', '/mcp#x', `http://${hostOf()}/mcp`];
+    for (const [i, label] of ['/%6dcp', '/m%63p', '/mcp#x', 'an absolute-form target'].entries()) {
+      it(`${which} server: a foreign Origin on ${label} → refused, never served`, async () => {
+        const res = await send(
+          endpoints()[which],
+          targets()[i]!,
+          [`Host: ${hostOf()}`, 'Origin: https://evil.example', ...mcpHeaders(which)],
+          initialize,
+        );
+        expect([403, 404]).toContain(res.status);
+        expect(res.body).not.toContain('"result"');
+      });
+    }
+  }
+});
+
+/** One request over a plain socket with exactly the request target and header lines given (no Host added). */
+async function send(endpoint: string, target: string, headers: string[], body: string) {
+  const { connect } = await import('node:net');
+  const u = new URL(endpoint);
+  const payload = [
+    `POST ${target} HTTP/1.1`,
+    ...headers,
+    'Connection: close',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    '',
+    body,
+  ].join('\r\n');
+  return new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const socket = connect(Number(u.port), u.hostname);
+    const chunks: Buffer[] = [];
+    socket.on('data', (c) => chunks.push(c));
+    socket.on('error', reject);
+    socket.on('end', () => {
+      const text = Buffer.concat(chunks).toString();
+      const [head = '', ...rest] = text.split('\r\n\r\n');
+      resolve({ status: Number(head.split(' ')[1]), body: rest.join('\r\n\r\n') });
+    });
+    socket.write(payload);
+  });
+}
