@@ -74,6 +74,7 @@ export async function startSvc({ only = 'api,auth', env = {} } = {}) {
   return {
     urls,
     pid: server.pid,
+    dataDir,
     async stop() {
       await server.stop();
       rmSync(dataDir, { recursive: true, force: true });
@@ -91,8 +92,8 @@ export async function sessionToken(authUrl, username = 'ada') {
   return (await res.json()).token;
 }
 
-/** CPU seconds (user + system) a process has used, from /proc; undefined where /proc is absent. */
-function cpuSeconds(pid) {
+/** CPU seconds (user + system, every thread) a process has used, from /proc; undefined where /proc is absent. */
+export function cpuSeconds(pid) {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
     return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
@@ -101,45 +102,176 @@ function cpuSeconds(pid) {
   }
 }
 
+/** Resident memory of a process in MiB (VmRSS), or undefined. */
+export function rssMiB(pid) {
+  try {
+    const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m);
+    return line ? Math.round(Number(line[1]) / 1024) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Bench options, all from the environment so that `npm run bench` needs no arguments. */
+export const options = {
+  seconds: Number(process.env.BENCH_SECONDS ?? 5),
+  rounds: Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3)),
+  connections: Number(process.env.BENCH_CONNECTIONS ?? 50),
+  chains: Number(process.env.BENCH_CHAINS ?? 20),
+  /** Rows in refresh_tokens for the largest data-size step (connections are a tenth of it). */
+  growthRows: Number(process.env.BENCH_GROWTH_ROWS ?? 1_000_000),
+  distinctTokens: Number(process.env.BENCH_DISTINCT_TOKENS ?? 100_000),
+};
+
 /**
- * Load for `seconds` after a 1 s warm-up; fails loudly if any response was not a 2xx. Besides req/s and latency it
- * reports the server's CPU time per request (`pid`), which other load on the machine does not distort.
+ * A side measured by autocannon: `connections` keep-alive connections for `seconds`; fails loudly on any response
+ * that is not a 2xx. `request` may carry autocannon's `requests` (e.g. a setupRequest that varies the token).
  */
-export async function measure(name, { url, pid, connections = 50, seconds = 5, ...request }) {
-  await autocannon({ url, connections, duration: 1, ...request });
-  const cpuBefore = pid && cpuSeconds(pid);
-  const r = await autocannon({ url, connections, duration: seconds, ...request });
-  const cpuAfter = pid && cpuSeconds(pid);
-  const bad = r.non2xx + r.errors + r.timeouts;
-  if (bad > 0) throw new Error(`${name}: ${bad} failed responses of ${r.requests.total}`);
-  const cpuUsPerReq =
-    cpuBefore !== undefined && cpuAfter !== undefined
-      ? ((cpuAfter - cpuBefore) * 1e6) / r.requests.total
-      : undefined;
+export function httpSide(name, { url, pid, pgApp, connections = options.connections, ...request }) {
   return {
     name,
-    reqPerSec: Math.round(r.requests.average),
-    p50: r.latency.p50,
-    p99: r.latency.p99,
-    total: r.requests.total,
-    cpuUsPerReq: cpuUsPerReq && Math.round(cpuUsPerReq * 10) / 10,
+    pid,
+    pgApp,
+    async run(seconds) {
+      const r = await autocannon({ url, connections, duration: seconds, ...request });
+      const bad = r.non2xx + r.errors + r.timeouts;
+      if (bad > 0) throw new Error(`${name}: ${bad} failed responses of ${r.requests.total}`);
+      return { ops: r.requests.total, seconds: r.duration, p50: r.latency.p50, p99: r.latency.p99 };
+    },
   };
 }
+
+/** Latency percentiles (ms, two decimals) of a list of samples in ms. */
+export function percentiles(samples) {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (p) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? NaN;
+  return { p50: Math.round(at(50) * 100) / 100, p99: Math.round(at(99) * 100) / 100 };
+}
+
+const median = (values) => {
+  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (!v.length) return undefined;
+  const mid = v.length >> 1;
+  return v.length % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+};
+
+/**
+ * The CPU seconds charged to a side: its server process, plus (for a PostgreSQL side, `pgApp` = the
+ * application_name its pool connects with) the PostgreSQL backends serving it, which run outside the process.
+ */
+async function sideCpu(side) {
+  const own = cpuSeconds(side.pid);
+  if (own === undefined || !side.pgApp) return { own };
+  const byPid = new Map((await backendPids(side.pgApp)).map((pid) => [pid, cpuSeconds(pid) ?? 0]));
+  return { own, byPid };
+}
+
+/** CPU of the PostgreSQL backends over a run; a backend that appeared during it counts from zero. */
+function dbDelta(before, after) {
+  let sum = 0;
+  for (const [pid, cpu] of after.byPid) sum += cpu - (before.byPid.get(pid) ?? 0);
+  return sum;
+}
+
+let pgAdmin;
+/** Sets the connection used to find PostgreSQL backends by application_name (bench/pg.mjs). */
+export function usePgAdmin(client) {
+  pgAdmin = client;
+}
+async function backendPids(app) {
+  if (!pgAdmin) return [];
+  const r = await pgAdmin.query('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [app]);
+  return r.rows.map((row) => row.pid);
+}
+
+/** Every result of this run, by table title, for the JSON dump and the chart. */
+export const results = {};
+
+/**
+ * Measures `sides` in `rounds` rounds (the order reversed every other round, so that a drift of the machine's load
+ * falls on every side alike) after a warm-up of each, and prints the medians. The primary figure is the server's
+ * CPU µs per operation; ops/s and latency are beside it. `baseline` names the side the ratios are taken against.
+ */
+export async function compare(
+  title,
+  sides,
+  { baseline, seconds = options.seconds, rounds = options.rounds } = {},
+) {
+  for (const side of sides) await side.run(1);
+  const samples = new Map(sides.map((s) => [s, []]));
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 ? [...sides].reverse() : sides;
+    for (const side of order) {
+      const before = await sideCpu(side);
+      const r = await side.run(seconds);
+      const after = await sideCpu(side);
+      const own = after.own - before.own;
+      // A backend that vanished during the run is not counted (rare: pools keep their connections while busy).
+      const db = side.pgApp ? dbDelta(before, after) : 0;
+      samples.get(side).push({
+        ...r,
+        opsPerSec: r.ops / r.seconds,
+        cpuUs: ((own + db) * 1e6) / r.ops,
+        ownCpuUs: (own * 1e6) / r.ops,
+      });
+    }
+  }
+  const rows = sides.map((side) => {
+    const s = samples.get(side);
+    const pick = (k) => median(s.map((x) => x[k]));
+    const cpu = s.map((x) => x.cpuUs);
+    return {
+      name: side.name,
+      cpuUs: round1(pick('cpuUs')),
+      cpuMin: round1(Math.min(...cpu)),
+      cpuMax: round1(Math.max(...cpu)),
+      ownCpuUs: side.pgApp ? round1(pick('ownCpuUs')) : undefined,
+      opsPerSec: Math.round(pick('opsPerSec')),
+      p50: round2(pick('p50')),
+      p99: round2(pick('p99')),
+      rssMiB: rssMiB(side.pid),
+      ...(side.name === baseline ? { baseline: true } : {}),
+    };
+  });
+  printTable(title, rows, baseline);
+  results[title] = rows;
+  return Object.fromEntries(rows.map((r) => [r.name, r]));
+}
+
+const round2 = (x) => (x === undefined ? undefined : Math.round(x * 100) / 100);
+const round1 = (x) => (x === undefined || !Number.isFinite(x) ? undefined : Math.round(x * 10) / 10);
 
 export function printTable(title, rows, baselineName) {
   const base = rows.find((r) => r.name === baselineName);
   const col = (v, w) => String(v ?? '-').padStart(w);
-  console.log(`\n${title}`);
+  console.log(`\n${title} — medians of ${options.rounds} rounds × ${options.seconds} s`);
   console.log(
-    `${'scenario'.padEnd(46)}${col('req/s', 9)}${col('p50 ms', 8)}${col('p99 ms', 8)}${col('÷ base', 8)}${col('CPU µs/req', 12)}${col('base ÷ CPU', 11)}`,
+    `${'side'.padEnd(66)}${col('CPU µs/op', 10)}${col('(min–max)', 16)}${col('÷ base', 8)}${col('ops/s', 8)}${col('p50 ms', 8)}${col('p99 ms', 8)}${col('RSS MiB', 8)}`,
   );
   for (const r of rows) {
-    const ratio = base ? (r.reqPerSec / base.reqPerSec).toFixed(2) : '';
-    const cpuRatio = base?.cpuUsPerReq && r.cpuUsPerReq ? (base.cpuUsPerReq / r.cpuUsPerReq).toFixed(2) : '';
+    const ratio = base && r !== base ? (r.cpuUs / base.cpuUs).toFixed(2) : '';
+    const spread = `${r.cpuMin}–${r.cpuMax}`;
     console.log(
-      `${r.name.padEnd(46)}${col(r.reqPerSec, 9)}${col(r.p50, 8)}${col(r.p99, 8)}${col(ratio, 8)}${col(r.cpuUsPerReq, 12)}${col(cpuRatio, 11)}`,
+      `${r.name.padEnd(66)}${col(r.cpuUs, 10)}${col(spread, 16)}${col(ratio, 8)}${col(r.opsPerSec, 8)}${col(r.p50, 8)}${col(r.p99, 8)}${col(r.rssMiB, 8)}`,
     );
   }
+  if (rows.some((r) => r.ownCpuUs !== undefined))
+    console.log('  (PostgreSQL sides: CPU of the server process plus its PostgreSQL backends)');
+}
+
+/** Every target line of this run, for the JSON dump. */
+export const verdicts = [];
+
+/** Prints and records a target line: `verdict(label, value, ok, target)`. */
+export function verdict(label, value, ok, target) {
+  verdicts.push({ label, value, ok, target });
+  console.log(`  ${label}: ${value} — ${ok ? 'meets' : 'MISSES'} the target (${target})`);
+}
+
+/** Prints and records a finding that has no target. */
+export function note(text) {
+  verdicts.push({ label: text });
+  console.log(`  ${text}`);
 }
 
 export const pinned = hasTaskset;
@@ -148,9 +280,9 @@ export const pinned = hasTaskset;
 export const MODERN = '2026-07-28';
 
 /** One tools/call as autocannon sends it: the 2026-07-28 envelope and headers, or a stateless 2025-11-25 POST. */
-export function toolsCall(wire, tool, extraHeaders = {}) {
+export function toolsCall(wire, tool, extraHeaders = {}, args = {}) {
   const modern = wire === MODERN;
-  const params = { name: tool, arguments: {} };
+  const params = { name: tool, arguments: args };
   if (modern) {
     params._meta = {
       'io.modelcontextprotocol/protocolVersion': MODERN,

@@ -5,7 +5,7 @@ import { createHash, randomBytes } from 'node:crypto';
 const REDIRECT = 'http://127.0.0.1:9/callback';
 
 /** A form client that keeps cookies, as a browser would, and never follows redirects. */
-function pageClient(auth) {
+export function pageClient(auth) {
   const cookies = new Map();
   const req = async (path, init = {}) => {
     const headers = new Headers(init.headers);
@@ -24,7 +24,8 @@ function pageClient(auth) {
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
       body: new URLSearchParams(fields).toString(),
     });
-  return { req, form, csrf: () => cookies.get('svc_csrf') };
+  const cookieHeader = () => [...cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+  return { req, form, csrf: () => cookies.get('svc_csrf'), cookieHeader };
 }
 
 /**
@@ -86,9 +87,9 @@ export async function connectAgent(auth, resource, { scope = 'agency:mcp:read', 
   return { clientId, tokens };
 }
 
-/** POST /oauth/token; throws unless it answers 200. */
-export async function tokenRequest(auth, params) {
-  const res = await fetch(`${auth}/oauth/token`, {
+/** POST to the token endpoint (this service's path unless `path` says otherwise); throws unless it answers 200. */
+export async function tokenRequest(auth, params, path = '/oauth/token') {
+  const res = await fetch(`${auth}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
     body: new URLSearchParams(params).toString(),

@@ -1,16 +1,58 @@
-// `npm run bench`: every benchmark, each reporting figures against a baseline measured in the same run.
-import { existsSync } from 'node:fs';
-import { pinned } from './lib.mjs';
+// `npm run bench`: every benchmark, each side measured against its baselines and peers in the same run.
+// Options (environment): BENCH_SCENARIOS (comma list of rest, mcp, agency-mcp, refresh, growth; default all),
+// BENCH_SECONDS (per side and round, default 5), BENCH_ROUNDS (default 3), BENCH_CONNECTIONS (default 50),
+// BENCH_CHAINS (concurrent refresh chains, default 20), BENCH_GROWTH_ROWS (default 1,000,000),
+// BENCH_DISTINCT_TOKENS (default 100,000), BENCH_JSON (write every table there), BENCH_CHART (the SVG chart's path,
+// default docs/performance-growth.svg; `none` for no chart), BENCH_CPU_PROF=<dir> (V8 CPU profiles of the servers).
+import { writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { options, pinned, results, verdicts } from './lib.mjs';
 
-const seconds = Number(process.env.BENCH_SECONDS ?? 5);
+const all = ['rest', 'mcp', 'agency-mcp', 'refresh', 'growth'];
+const chosen = (process.env.BENCH_SCENARIOS ?? all.join(',')).split(',').map((s) => s.trim());
+const unknown = chosen.filter((s) => !all.includes(s));
+if (unknown.length)
+  throw new Error(`BENCH_SCENARIOS: unknown ${unknown.join(', ')} (known: ${all.join(', ')})`);
+
+const started = new Date();
+const loadavgAtStart = loadavg();
 console.log(
-  `node ${process.version}; servers ${pinned ? 'pinned to core 0, load on the rest' : 'unpinned (no taskset)'}; ${seconds} s per scenario`,
+  `node ${process.version}; ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; load average ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(
+      ' ',
+    )}; servers ${pinned ? 'pinned to core 0, load generator on the rest' : 'unpinned (no taskset)'}; ` +
+    `${options.rounds} rounds × ${options.seconds} s per side, ${options.connections} connections`,
 );
 
-const suites = ['rest', 'mcp', 'agency-mcp', 'refresh'];
-for (const suite of suites) {
-  const file = new URL(`./${suite}.mjs`, import.meta.url);
-  if (!existsSync(file)) continue;
-  const { run } = await import(file.href);
-  await run({ seconds });
+const growth = {};
+for (const suite of all.filter((s) => chosen.includes(s))) {
+  const { run } = await import(new URL(`./${suite}.mjs`, import.meta.url).href);
+  const out = await run();
+  if (suite === 'growth') Object.assign(growth, out);
 }
+
+if (process.env.BENCH_JSON) {
+  const meta = {
+    started: started.toISOString(),
+    finished: new Date().toISOString(),
+    node: process.version,
+    cpu: `${cpus().length} × ${cpus()[0]?.model}`,
+    loadavgAtStart,
+    loadavgAtEnd: loadavg(),
+    pinned,
+    options,
+  };
+  writeFileSync(process.env.BENCH_JSON, JSON.stringify({ meta, results, verdicts }, null, 2));
+}
+const chartPath = process.env.BENCH_CHART ?? 'docs/performance-growth.svg';
+if (growth.series && chartPath !== 'none') {
+  const { growthChart } = await import('./chart.mjs');
+  writeFileSync(chartPath, growthChart(growth.series));
+  console.log(`\nchart written to ${chartPath}`);
+}
+console.log(
+  `load average at the end: ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);

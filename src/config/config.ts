@@ -42,7 +42,7 @@ export const envSchema = z.object({
     .optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   TRUST_PROXY: onOff.default(false),
-  SIGNING_ALG: z.enum(['RS256', 'ES256']).default('RS256'),
+  SIGNING_ALG: z.enum(['RS256', 'ES256']).default('ES256'),
   SESSION_TTL_SECONDS: positiveInt.default(30 * 24 * 3600),
   TOKEN_CACHE_SIZE: z.coerce.number().int().min(0).default(10_000),
   LIVENESS_CACHE_SECONDS: seconds.max(300).default(5),

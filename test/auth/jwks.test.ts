@@ -22,7 +22,7 @@ it('publishes public keys only, and they verify the tokens the server issues', a
   const set = await jwks();
   expect(set.keys.length).toBeGreaterThanOrEqual(1);
   for (const key of set.keys) {
-    expect(key).toMatchObject({ kty: 'RSA', alg: 'RS256', use: 'sig' });
+    expect(key).toMatchObject({ kty: 'EC', crv: 'P-256', alg: 'ES256', use: 'sig' });
     expect(key.kid).toBeTruthy();
     for (const secret of ['d', 'p', 'q', 'dp', 'dq', 'qi']) expect(key).not.toHaveProperty(secret);
   }
