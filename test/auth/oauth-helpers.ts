@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
+import type { Client } from '@modelcontextprotocol/client';
 import type { TestServer } from '../helpers/harness.js';
+import { connectClient, MODERN } from '../helpers/mcp.js';
 
 /** A minimal cookie-keeping HTTP client that does not follow redirects: a browser without JavaScript. */
 export class Browser {
@@ -215,4 +217,17 @@ export async function connectionStatus(server: TestServer, accessToken: string) 
     .where('id', '=', cid)
     .executeTakeFirstOrThrow();
   return row;
+}
+
+/** Whether an agency MCP tool call (`list_clients`, through the real SDK client) works with this access token. */
+export async function agencyToolCallWorks(server: TestServer, accessToken: string): Promise<boolean> {
+  let client: Client | undefined;
+  try {
+    client = await connectClient(`${server.url.agencyMcp}/mcp`, accessToken, MODERN);
+    return (await client.callTool({ name: 'list_clients', arguments: {} })).isError !== true;
+  } catch {
+    return false;
+  } finally {
+    await client?.close().catch(() => {});
+  }
 }

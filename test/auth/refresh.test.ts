@@ -1,10 +1,9 @@
-import type { Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { boundPort } from '../../src/config/config.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
-import { connectClient, MODERN } from '../helpers/mcp.js';
 import {
   agencyIds,
+  agencyToolCallWorks,
   authorizeQuery,
   Browser,
   connect,
@@ -41,18 +40,6 @@ const refresh = (rt: string) => refreshAt(server, rt);
 const connectHost = (scope = 'agency:mcp:read offline_access', browser = ada) =>
   connect(server, { clientId, redirectUri: REDIRECT, browser, scope });
 
-/** One agency MCP tool call with the access token, through the real SDK client. */
-async function listClients(at: TestServer, accessToken: string): Promise<boolean> {
-  let client: Client | undefined;
-  try {
-    client = await connectClient(`${at.url.agencyMcp}/mcp`, accessToken, MODERN);
-    const result = await client.callTool({ name: 'list_clients', arguments: {} });
-    return result.isError !== true;
-  } finally {
-    await client?.close();
-  }
-}
-
 async function auditTypes(connectionId: string): Promise<string[]> {
   const rows = await server.services.ctx.db
     .selectFrom('audit_events')
@@ -69,11 +56,11 @@ describe(`parallel and retried refreshes keep the connection (${ENGINE})`, () =>
     expect(burst.map((r) => r.res.status)).toEqual([200, 200, 200, 200, 200]);
     // Whichever answer the host keeps, its tokens work: every answer carries a working access token and a
     // refresh token that rotates once more.
-    for (const r of burst) expect(await listClients(server, r.body['access_token']!)).toBe(true);
+    for (const r of burst) expect(await agencyToolCallWorks(server, r.body['access_token']!)).toBe(true);
     const last = burst[burst.length - 1]!.body;
     const next = await refresh(last['refresh_token']!);
     expect(next.res.status).toBe(200);
-    expect(await listClients(server, next.body['access_token']!)).toBe(true);
+    expect(await agencyToolCallWorks(server, next.body['access_token']!)).toBe(true);
     expect((await connectionStatus(server, next.body['access_token']!)).status).toBe('active');
   });
 
@@ -84,7 +71,7 @@ describe(`parallel and retried refreshes keep the connection (${ENGINE})`, () =>
     server.clock.advance(2000);
     const retry = await refresh(tokens['refresh_token']!);
     expect(retry.res.status).toBe(200);
-    expect(await listClients(server, retry.body['access_token']!)).toBe(true);
+    expect(await agencyToolCallWorks(server, retry.body['access_token']!)).toBe(true);
     const next = await refresh(retry.body['refresh_token']!);
     expect(next.res.status).toBe(200);
   });
@@ -150,8 +137,8 @@ describe(`two instances sharing one database (${ENGINE})`, () => {
     expect(new Set(burst.map((r) => r.body['refresh_token'])).size).toBe(1);
     const next = await refreshAt(peer, burst[0]!.body['refresh_token']!);
     expect(next.res.status).toBe(200);
-    expect(await listClients(server, next.body['access_token']!)).toBe(true);
-    expect(await listClients(peer, next.body['access_token']!)).toBe(true);
+    expect(await agencyToolCallWorks(server, next.body['access_token']!)).toBe(true);
+    expect(await agencyToolCallWorks(peer, next.body['access_token']!)).toBe(true);
   });
 });
 
@@ -186,7 +173,7 @@ describe(`one connection per app (${ENGINE})`, () => {
     );
     const laptopNext = await refresh(laptop.tokens['refresh_token']!);
     expect(laptopNext.res.status).toBe(200);
-    expect(await listClients(server, laptopNext.body['access_token']!)).toBe(true);
+    expect(await agencyToolCallWorks(server, laptopNext.body['access_token']!)).toBe(true);
     const [connection] = await activeConnections();
     expect(connection).toBeDefined();
     // The member disconnects the app on the dashboard.
@@ -195,7 +182,7 @@ describe(`one connection per app (${ENGINE})`, () => {
     expect(res.status).toBe(303);
     expect((await refresh(laptopNext.body['refresh_token']!)).body['error']).toBe('invalid_grant');
     expect((await refresh(phone.tokens['refresh_token']!)).body['error']).toBe('invalid_grant');
-    expect(await listClients(server, phone.tokens['access_token']!).catch(() => false)).toBe(false);
+    expect(await agencyToolCallWorks(server, phone.tokens['access_token']!)).toBe(false);
   });
 });
 

@@ -1,8 +1,6 @@
-import type { Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
-import { connectClient, MODERN } from '../helpers/mcp.js';
-import { Browser, connect, connectionStatus, register } from './oauth-helpers.js';
+import { agencyToolCallWorks, Browser, connect, connectionStatus, register } from './oauth-helpers.js';
 
 /** Token revocation (RFC 7009) of refresh and access tokens, as clients send it. */
 
@@ -28,30 +26,18 @@ const revoke = (params: Record<string, string>) =>
   });
 const fresh = () => connect(server, { clientId, redirectUri: REDIRECT, browser: ada });
 
-async function toolCallWorks(accessToken: string): Promise<boolean> {
-  let client: Client | undefined;
-  try {
-    client = await connectClient(`${server.url.agencyMcp}/mcp`, accessToken, MODERN);
-    return (await client.callTool({ name: 'list_clients', arguments: {} })).isError !== true;
-  } catch {
-    return false;
-  } finally {
-    await client?.close().catch(() => {});
-  }
-}
-
 describe(`revocation (${ENGINE})`, () => {
   for (const hint of [undefined, 'access_token', 'refresh_token']) {
     it(`an access token (token_type_hint ${hint ?? 'absent'}) stops working, and its connection ends`, async () => {
       const { tokens } = await fresh();
-      expect(await toolCallWorks(tokens['access_token']!)).toBe(true);
+      expect(await agencyToolCallWorks(server, tokens['access_token']!)).toBe(true);
       const res = await revoke({
         token: tokens['access_token']!,
         client_id: clientId,
         ...(hint ? { token_type_hint: hint } : {}),
       });
       expect(res.status).toBe(200);
-      expect(await toolCallWorks(tokens['access_token']!)).toBe(false);
+      expect(await agencyToolCallWorks(server, tokens['access_token']!)).toBe(false);
       const row = await connectionStatus(server, tokens['access_token']!);
       expect([row.status, row.revoke_reason]).toEqual(['revoked', 'revoked_by_client']);
     });
@@ -60,7 +46,7 @@ describe(`revocation (${ENGINE})`, () => {
   it('a refresh token: its access tokens stop working too (RFC 7009 §2.1)', async () => {
     const { tokens } = await fresh();
     expect((await revoke({ token: tokens['refresh_token']!, client_id: clientId })).status).toBe(200);
-    expect(await toolCallWorks(tokens['access_token']!)).toBe(false);
+    expect(await agencyToolCallWorks(server, tokens['access_token']!)).toBe(false);
   });
 
   it('without client_id → 400 invalid_request, and nothing is revoked', async () => {
@@ -76,7 +62,7 @@ describe(`revocation (${ENGINE})`, () => {
   it("another client's access token is not revoked (and the answer is still 200)", async () => {
     const { tokens } = await fresh();
     expect((await revoke({ token: tokens['access_token']!, client_id: 'claude-code' })).status).toBe(200);
-    expect(await toolCallWorks(tokens['access_token']!)).toBe(true);
+    expect(await agencyToolCallWorks(server, tokens['access_token']!)).toBe(true);
   });
 
   it('a token that is not ours (a forged JWT, garbage) → 200, nothing happens', async () => {
