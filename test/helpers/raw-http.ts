@@ -24,7 +24,12 @@ export function rawRequest(
   ];
   for (const [k, v] of o.headers ?? []) lines.push(`${k}: ${v}`);
   if (o.body !== undefined) lines.push(`Content-Length: ${Buffer.byteLength(o.body)}`);
-  const payload = `${lines.join('\r\n')}\r\n\r\n${o.body ?? ''}`;
+  return sendRaw(url, `${lines.join('\r\n')}\r\n\r\n${o.body ?? ''}`);
+}
+
+/** Writes `payload` as it is (request line, headers, body) to the host and port of `url`; resolves when it closes. */
+export function sendRaw(url: string, payload: string): Promise<RawResponse> {
+  const u = new URL(url);
   return new Promise((resolve, reject) => {
     const socket = connect(Number(u.port), u.hostname);
     const chunks: Buffer[] = [];

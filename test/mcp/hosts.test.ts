@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant } from '../agency-mcp/helpers.js';
 import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { sendRaw } from '../helpers/raw-http.js';
 import { jsonRpcOf, MCP_VERSIONS, type McpVersion, MODERN, modernMeta, post } from '../helpers/mcp.js';
 
 /**
@@ -123,9 +124,7 @@ describe(`Host must be one valid host[:port]: 400 otherwise, RFC 9112 §3.2 (${E
 });
 
 /** One request over a plain socket with exactly the request target and header lines given (no Host added). */
-async function send(endpoint: string, target: string, headers: string[], body: string) {
-  const { connect } = await import('node:net');
-  const u = new URL(endpoint);
+function send(endpoint: string, target: string, headers: string[], body: string) {
   const payload = [
     `POST ${target} HTTP/1.1`,
     ...headers,
@@ -134,16 +133,5 @@ async function send(endpoint: string, target: string, headers: string[], body: s
     '',
     body,
   ].join('\r\n');
-  return new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const socket = connect(Number(u.port), u.hostname);
-    const chunks: Buffer[] = [];
-    socket.on('data', (c) => chunks.push(c));
-    socket.on('error', reject);
-    socket.on('end', () => {
-      const text = Buffer.concat(chunks).toString();
-      const [head = '', ...rest] = text.split('\r\n\r\n');
-      resolve({ status: Number(head.split(' ')[1]), body: rest.join('\r\n\r\n') });
-    });
-    socket.write(payload);
-  });
+  return sendRaw(endpoint, payload);
 }
