@@ -1,5 +1,6 @@
 import { createLocalJWKSet, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from 'jose';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { boundPort } from '../../src/config/config.js';
 import { KEY_ACTIVATION_DELAY_MS, KEY_REFRESH_INTERVAL_MS } from '../../src/tokens/signing-keys.js';
 import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 
@@ -74,7 +75,7 @@ it(`keys across instances (${ENGINE}): a rotation is published everywhere before
     b.clock.advance(KEY_ACTIVATION_DELAY_MS);
     const token = (await signIn(a, 'ada')).token;
     expect(decodeProtectedHeader(token).kid).toBe(newKid);
-    const me = await fetch(`http://127.0.0.1:${b.config.ports.api}/me`, {
+    const me = await fetch(`http://127.0.0.1:${boundPort(b.config, 'api')}/me`, {
       headers: { authorization: `Bearer ${token}` },
     });
     expect(me.status).toBe(200);
