@@ -135,7 +135,7 @@ async function buildContext(
   const sessionLiveness = new LivenessCache(clock, ttlMs, config.tokenCacheSize, (sid) =>
     isSessionLive(store.db, clock, sid),
   );
-  // OAuth tokens carrying `cid` are accepted only while their connection (the grant) is live (DESIGN §3).
+  // OAuth tokens carrying `cid` are accepted only while their connection (the grant) is live (docs/contract.md#connections).
   const connectionLiveness = new LivenessCache(clock, ttlMs, config.tokenCacheSize, (cid) =>
     isConnectionLive(store.db, clock, cid),
   );

@@ -26,7 +26,7 @@ export interface AppContext {
   connectionLiveness: LivenessCache;
   /** User rows by id, for the per-request profile reads (GET /me, get_me); stale for at most LIVENESS_CACHE_SECONDS. */
   users: CachedLookup<UserRow | undefined>;
-  /** OAuth clients' pinned API versions (SPEC §9.3), by client id; same staleness bound as `users`. */
+  /** OAuth clients' pinned API versions (docs/contract.md#versioning), by client id; same staleness bound as `users`. */
   clientPins: CachedLookup<string | null>;
   versions: VersionRegistry;
   limiters: LimiterFactory;

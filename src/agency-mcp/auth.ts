@@ -7,18 +7,18 @@ import { authenticateMcpRequest, McpAuthError, type McpAuthPolicy } from '../mcp
 import type { OAuthPrincipal } from '../tokens/verifier.js';
 
 /**
- * Who may call the agency MCP server (SPEC §5.2): only `at+jwt` access tokens from the issuer, for this resource,
- * bound to one agency, one member and one connection. Every refusal is the SPEC §5.4 challenge, byte for byte.
+ * Who may call the agency MCP server (docs/contract.md#authentication): only `at+jwt` access tokens from the issuer, for this resource,
+ * bound to one agency, one member and one connection. Every refusal is the docs/contract.md#tokens challenge, byte for byte.
  */
 
 /** The principal of an accepted token: an OAuth principal with its binding present. */
 export type AgencyPrincipal = OAuthPrincipal & { connectionId: string; agencyId: string; memberId: string };
 
-/** SPEC §5.4 / §7.2: `WWW-Authenticate: Bearer resource_metadata="<metadata_url>", scope="agency:mcp:read"`. */
+/** docs/contract.md#the-oauth-flow: `WWW-Authenticate: Bearer resource_metadata="<metadata_url>", scope="agency:mcp:read"`. */
 export const unauthorizedChallenge = (metadataUrl: string): string =>
   `Bearer resource_metadata="${metadataUrl}", scope="${SCOPES.agencyRead}"`;
 
-/** SPEC §5.4: a write with a read-only token; the client re-authorizes once with both scopes (RFC 6750 §3.1). */
+/** docs/contract.md#tokens: a write with a read-only token; the client re-authorizes once with both scopes (RFC 6750 §3.1). */
 export const insufficientScopeChallenge = (metadataUrl: string): string =>
   bearerChallenge({
     error: 'insufficient_scope',

@@ -34,7 +34,7 @@ interface Exchanged {
 }
 
 /**
- * How the agency MCP server reaches agency data (DESIGN §6): it never forwards the inbound token; it exchanges it
+ * How the agency MCP server reaches agency data (docs/contract.md#agency-mcp-server): it never forwards the inbound token; it exchanges it
  * (RFC 8693) for a dashboard API token, cached per inbound token until shortly before it expires, and calls the
  * dashboard API with that. In-process when the auth surface runs in this process, else over HTTP to AUTH_URL.
  */

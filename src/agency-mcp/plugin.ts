@@ -27,12 +27,12 @@ import { DashboardGateway, ExchangeRefused, ExchangeUnavailable } from './gatewa
 import { agencyServerFactory } from './server.js';
 import { WRITE_TOOL_NAMES } from './tools.js';
 
-/** SPEC §4.3 lists these in the metadata; the AS takes them as aliases of agency:mcp:read / write (DESIGN §5). */
+/** docs/contract.md#the-oauth-flow lists these in the metadata; the AS takes them as aliases of agency:mcp:read / write (docs/contract.md#the-oauth-flow). */
 const SCOPES_SUPPORTED = ['mcp:read', 'mcp:write'];
 
 /**
- * The agency MCP server at `{AGENCY_MCP_URL}/mcp` (SPEC §1, §4.2, §5.2–§5.5, §7.2): an OAuth 2.1 protected resource
- * that acts for one member of one agency and reaches agency data only through the dashboard API (DESIGN §6). `companions` are the host's public documents, built by the composition root.
+ * The agency MCP server at `{AGENCY_MCP_URL}/mcp` (docs/contract.md#surfaces, §4.2, §5.2–§5.5, §7.2): an OAuth 2.1 protected resource
+ * that acts for one member of one agency and reaches agency data only through the dashboard API (docs/contract.md#agency-mcp-server). `companions` are the host's public documents, built by the composition root.
  */
 export async function agencyMcpSurface(
   app: FastifyInstance,
@@ -104,7 +104,7 @@ async function prepareCall(
   if (method !== 'tools/call' && method !== 'tools/list') return undefined;
   const call = auth.extra?.['agency'] as AgencyCall;
   if (method === 'tools/call') call.calledTool = tool ?? '';
-  // SPEC §5.4: a write tool with a read-only token is refused before anything runs, so the client steps up.
+  // docs/contract.md#tokens: a write tool with a read-only token is refused before anything runs, so the client steps up.
   if (
     method === 'tools/call' &&
     tool &&
@@ -136,7 +136,7 @@ async function prepareCall(
   return undefined;
 }
 
-/** The effective permissions now (DESIGN §3), as the dashboard API computes them on every call. */
+/** The effective permissions now (docs/contract.md#permissions), as the dashboard API computes them on every call. */
 async function permissionsNow(gateway: DashboardGateway, call: AgencyCall): Promise<ReadonlySet<string>> {
   const res = await gateway.call(
     'access.get',

@@ -14,7 +14,7 @@ import { type AgencyCall, agencyCallOf } from './auth.js';
 import type { DashboardGateway } from './gateway.js';
 import { AGENCY_TOOLS, type AgencyToolDefinition } from './tools.js';
 
-/** SPEC §9.5: the agency MCP server is at its own version 1.0.0. */
+/** docs/contract.md#versioning: the agency MCP server is at its own version 1.0.0. */
 export const AGENCY_SERVER_INFO = {
   name: 'svc-agency-mcp',
   title: 'Svc agency MCP server',
@@ -84,7 +84,7 @@ const COMPILED: readonly CompiledTool[] = AGENCY_TOOLS.map((definition) => ({
 
 /**
  * One McpServer per request (stateless serving). For tools/list only the tools the effective permissions allow are
- * registered (DESIGN §6); for other requests all are, so that a call outside the permissions reaches the dashboard
+ * registered (docs/contract.md#agency-mcp-server); for other requests all are, so that a call outside the permissions reaches the dashboard
  * API and comes back as a tool error naming the missing permission.
  */
 export function agencyServerFactory(gateway: DashboardGateway): McpServerFactory {

@@ -26,8 +26,8 @@ import {
 import type { Permission } from '../domain/permissions.js';
 
 /**
- * The agency MCP server's tools (DESIGN §6) as data: what `tools/list` shows (name, title, description, input and
- * output schema, annotations), the permission each needs (DESIGN §3), and the dashboard API operation it runs. The
+ * The agency MCP server's tools (docs/contract.md#agency-mcp-server) as data: what `tools/list` shows (name, title, description, input and
+ * output schema, annotations), the permission each needs (docs/contract.md#permissions), and the dashboard API operation it runs. The
  * server card can publish this table as it is.
  */
 export interface AgencyToolDefinition {
@@ -39,7 +39,7 @@ export interface AgencyToolDefinition {
   annotations: ToolAnnotations;
   /** The effective permission the tool needs; without it the tool is not listed, and a call is a tool error. */
   permission: Permission;
-  /** Write tools need the `agency:mcp:write` scope (SPEC §5.4: 403 insufficient_scope without it). */
+  /** Write tools need the `agency:mcp:write` scope (docs/contract.md#tokens: 403 insufficient_scope without it). */
   write: boolean;
   operation: OperationId;
 }

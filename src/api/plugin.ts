@@ -19,7 +19,7 @@ declare module 'fastify' {
 
 /**
  * The REST host's server: every response, raw connection errors included, points agents at its AI catalog (RFC 8288
- * web linking), and those raw errors carry `Svc-Version` like every other error (SPEC §7.1).
+ * web linking), and those raw errors carry `Svc-Version` like every other error (docs/contract.md#errors).
  */
 export function apiServerOptions(ctx: AppContext, aiCatalogPath: string): SurfaceServerOptions {
   return {
@@ -28,13 +28,13 @@ export function apiServerOptions(ctx: AppContext, aiCatalogPath: string): Surfac
   };
 }
 
-/** The REST API surface at BASE_URL (SPEC §4.1); `companions` are the host's public documents, built by the composition root. */
+/** The REST API surface at BASE_URL (docs/contract.md#rest-api); `companions` are the host's public documents, built by the composition root. */
 export async function apiSurface(
   app: FastifyInstance,
   ctx: AppContext,
   companions: DocumentBuilders,
 ): Promise<void> {
-  // SPEC §7.1: error responses carry Svc-Version too, on unversioned routes and unknown paths alike.
+  // docs/contract.md#errors: error responses carry Svc-Version too, on unversioned routes and unknown paths alike.
   await app.register(restErrors, {
     errorHeaders: (request) => ({
       [VERSION_HEADER]: request.requestedVersion ?? lenientVersion(ctx, request),
@@ -46,7 +46,7 @@ export async function apiSurface(
   app.get('/health', async () => ({ status: 'healthy', uptime: Math.floor(process.uptime()) }));
 
   app.get('/me', async (request, reply) => {
-    // The version header is checked before anything else: a bad one is a 400 whatever the token (SPEC §9).
+    // The version header is checked before anything else: a bad one is a 400 whatever the token (docs/contract.md#versioning).
     reply.header('vary', VERSION_HEADER);
     request.requestedVersion = ctx.versions.fromHeader(request.raw.rawHeaders);
     const principal = await authenticateRest(ctx, request, {
@@ -60,7 +60,7 @@ export async function apiSurface(
     return ctx.versions.render('user', renderUser(user), version);
   });
 
-  // The machine-readable companions (SPEC §1), generated from the running configuration.
+  // The machine-readable companions (docs/contract.md#surfaces), generated from the running configuration.
   servePublicDocuments(app, companions);
 }
 

@@ -28,4 +28,4 @@ export const ErrorBodySchema = z
       request_id: z.string().describe('Equals the x-request-id response header.'),
     }),
   })
-  .describe('An error (SPEC §7.1).');
+  .describe('An error (docs/contract.md#errors).');

@@ -3,11 +3,11 @@ import { urls } from '../context.js';
 import type { ConnectionRow } from '../domain/connections.js';
 import { signJwt, TOKEN_TYPES } from '../tokens/jwt.js';
 
-/** SPEC §5.4 / §8: access tokens of the agency MCP flow live one hour. */
+/** docs/contract.md#tokens / §8: access tokens of the agency MCP flow live one hour. */
 export const ACCESS_TOKEN_TTL_SECONDS = 3600;
 
 /**
- * An RFC 9068 access token for a connection: `aud` = the resource, `sub` = the user, and the claims of DESIGN §4
+ * An RFC 9068 access token for a connection: `aud` = the resource, `sub` = the user, and the claims of docs/contract.md#tokens
  * (client_id, scope, jti, agency_id, member_id, cid). Resource servers check `cid` is live on every call.
  */
 export function mintConnectionAccessToken(

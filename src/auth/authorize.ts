@@ -28,7 +28,7 @@ import { SCOPE_LABELS, SCOPES } from '../domain/scopes.js';
 import { parseScope } from './scope-parameter.js';
 import { hashSecret, randomSecret } from '../web/secrets.js';
 
-/** SPEC §5.3.5 / §8: authorization codes live 60 seconds and are single use. */
+/** docs/contract.md#the-oauth-flow / §8: authorization codes live 60 seconds and are single use. */
 export const CODE_TTL_MS = 60_000;
 
 /** A validated authorization request (RFC 6749 §4.1.1, RFC 7636 §4.3, RFC 8707 §2). */
@@ -124,7 +124,7 @@ export async function authorizeRoutes(
         throw fail('invalid_request', `code_challenge_method ${method} is not supported; use S256`);
       if (!isS256Challenge(challenge))
         throw fail('invalid_request', 'code_challenge is not a valid S256 challenge');
-      // RFC 8707 §2: the resource is mandatory here (SPEC §5.3.3), exactly one, and one of ours.
+      // RFC 8707 §2: the resource is mandatory here (docs/contract.md#the-oauth-flow), exactly one, and one of ours.
       const resources = p.all('resource');
       if (resources.length === 0 || resources[0] === '') throw fail('invalid_target', 'resource is required');
       if (resources.length > 1) throw fail('invalid_target', 'Send exactly one resource');

@@ -5,7 +5,7 @@ import { urls } from '../context.js';
 import { PKCE_METHODS } from './pkce.js';
 import { scopesSupported } from '../domain/scopes.js';
 
-/** RFC 8414 authorization server metadata, with every field of DESIGN §5. */
+/** RFC 8414 authorization server metadata, with every field of docs/contract.md#the-oauth-flow. */
 export function authorizationServerMetadata(ctx: AppContext): Record<string, unknown> {
   const issuer = urls.issuer(ctx.config);
   return {

@@ -14,7 +14,7 @@ export interface KnownResource {
 const SCHEME_AUTHORITY = /^([A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*)(.*)$/s;
 
 /**
- * The canonical form of a resource indicator: scheme and host lower-cased, the rest byte for byte (DESIGN §5).
+ * The canonical form of a resource indicator: scheme and host lower-cased, the rest byte for byte (docs/contract.md#the-oauth-flow).
  * RFC 8707 §2: an absolute URI without a fragment. Undefined when it is not one.
  */
 export function canonicalResource(raw: string): string | undefined {

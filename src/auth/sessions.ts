@@ -17,7 +17,7 @@ const SignInBody = z.object({
 const WRONG_CREDENTIALS = 'The username or password is incorrect';
 
 /**
- * First-party sessions (DESIGN §7): POST /api/sessions trades a username and password for a session token;
+ * First-party sessions (docs/contract.md#demo-and-local-use): POST /api/sessions trades a username and password for a session token;
  * DELETE /api/sessions/current ends the session whose token is presented.
  */
 export async function sessionRoutes(app: FastifyInstance, ctx: AppContext): Promise<void> {

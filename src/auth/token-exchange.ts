@@ -13,7 +13,7 @@ import { safeEqual } from '../web/secrets.js';
  * OAuth 2.0 Token Exchange (RFC 8693) at the token endpoint, for one caller only: the agency MCP server,
  * authenticated as the internal client with AGENCY_MCP_CLIENT_SECRET. It trades the access token an agent sent to
  * the agency MCP server (the subject token) for a 5-minute dashboard API token carrying the connection's effective
- * permissions now (DESIGN §3, §4, §6). The inbound token itself never reaches the dashboard API.
+ * permissions now (docs/contract.md#permissions, §4, §6). The inbound token itself never reaches the dashboard API.
  */
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
@@ -21,7 +21,7 @@ export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exch
 export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 /** The internal client the agency MCP server authenticates as (never offered to anyone else). */
 export const AGENCY_MCP_CLIENT_ID = 'svc-agency-mcp';
-/** DESIGN §4: dashboard API tokens live 5 minutes. */
+/** docs/contract.md#tokens: dashboard API tokens live 5 minutes. */
 export const DASHBOARD_TOKEN_TTL_SECONDS = 300;
 
 export interface TokenExchangeRequest {
@@ -165,7 +165,7 @@ async function verifySubject(ctx: AppContext, token: string): Promise<BoundPrinc
   return p as BoundPrincipal;
 }
 
-/** The connection, read now (not from a cache): revoked, expired, or its member removed → refused (SPEC §5.5). */
+/** The connection, read now (not from a cache): revoked, expired, or its member removed → refused (docs/contract.md#revocation). */
 async function liveGrant(ctx: AppContext, subject: BoundPrincipal) {
   const row = await currentGrant(ctx.db, subject.connectionId);
   const now = ctx.clock.now();

@@ -59,7 +59,7 @@ function sendTokens(reply: FastifyReply, body: TokenResponse): FastifyReply {
     .send(body);
 }
 
-/** Checks an optional `resource` at the token endpoint: it may be omitted; when sent it must match (DESIGN §5). */
+/** Checks an optional `resource` at the token endpoint: it may be omitted; when sent it must match (docs/contract.md#the-oauth-flow). */
 function checkResource(p: Params, expected: string): void {
   const all = p.all('resource').filter((r) => r !== '');
   if (all.length === 0) return;
@@ -264,7 +264,7 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
     scope = [...new Set(asked)].join(' ');
   }
   const successor = successorOf(token, row.successor_salt);
-  // Rotation (DESIGN §5): one atomic UPDATE ... WHERE rotated_at IS NULL; the winner gets the successor and slides
+  // Rotation (docs/contract.md#the-oauth-flow): one atomic UPDATE ... WHERE rotated_at IS NULL; the winner gets the successor and slides
   // the connection's expiry.
   const won = await ctx.db.transaction().execute(async (trx) => {
     const r = await trx
@@ -315,7 +315,7 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
         });
       }
     }
-    // SPEC §5.4: reusing a rotated refresh token revokes the whole connection.
+    // docs/contract.md#tokens: reusing a rotated refresh token revokes the whole connection.
     if (await endConnection(ctx, row!.id, 'refresh_reuse')) {
       ctx.log.warn({ connection_id: row!.id }, 'refresh token reused; connection revoked');
     }

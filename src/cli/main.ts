@@ -155,7 +155,7 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
-/** A pin value: a supported version, or `none` to clear the pin (SPEC §9.3). */
+/** A pin value: a supported version, or `none` to clear the pin (docs/contract.md#versioning). */
 function pinValue(ctx: AppContext, value: string): string | null {
   if (value === 'none') return null;
   if (!ctx.versions.has(value))

@@ -1,7 +1,7 @@
 import type { PublicDocument } from '../http/public-documents.js';
 import { createHash } from 'node:crypto';
 
-/** A machine-readable companion for agents (SPEC §1). */
+/** A machine-readable companion for agents (docs/contract.md#surfaces). */
 export type Companion = PublicDocument;
 
 /** The `sha256:<hex>` digest of the exact bytes a document is served as (Agent Skills Discovery `digest`). */

@@ -18,7 +18,7 @@ import { GET_ME } from '../mcp/user-tools.js';
 
 export const SERVER_CARD_SCHEMA = 'https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json';
 export const SERVER_CARD_MEDIA_TYPE = 'application/mcp-server-card+json';
-/** SPEC §9.5: the agency MCP server is at its own version. */
+/** docs/contract.md#versioning: the agency MCP server is at its own version. */
 export const AGENCY_MCP_VERSION = '1.0.0';
 
 export type McpServerKind = 'user' | 'agency';
@@ -107,7 +107,7 @@ function userPrimitives() {
   };
 }
 
-/** Every agency tool; a caller's `tools/list` shows the ones their grant and role allow (DESIGN §3). */
+/** Every agency tool; a caller's `tools/list` shows the ones their grant and role allow (docs/contract.md#connections). */
 function agencyPrimitives() {
   return {
     tools: AGENCY_TOOLS.map((t) => ({

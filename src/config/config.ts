@@ -61,7 +61,7 @@ export const envSchema = z.object({
   SIGNIN_LIMIT_WINDOW_SECONDS: positiveInt.default(15 * 60),
   SHUTDOWN_TIMEOUT_SECONDS: positiveInt.max(600).default(10),
   MCP_FAST_PATH: onOff.default(true),
-  // Authorization server (DESIGN §5).
+  // Authorization server (docs/contract.md#the-oauth-flow).
   OAUTH_USER_RESOURCES: onOff.default(false),
   REFRESH_REUSE_GRACE_SECONDS: seconds.max(60).default(30),
   PREREGISTERED_CLIENTS_FILE: z.string().min(1).optional(),
@@ -76,7 +76,7 @@ export const envSchema = z.object({
   CIMD_MAX_CONCURRENT_FETCHES: positiveInt.max(1000).default(8),
   CIMD_TEST_CA_FILE: z.string().min(1).optional(),
   CIMD_TEST_ALLOW_LOOPBACK: onOff.default(false),
-  // Agency MCP server → token exchange (RFC 8693); unset = a random secret per process (DESIGN §6).
+  // Agency MCP server → token exchange (RFC 8693); unset = a random secret per process (docs/contract.md#agency-mcp-server).
   AGENCY_MCP_CLIENT_SECRET: z.string().min(32, 'must be at least 32 characters').max(512).optional(),
 });
 
@@ -122,7 +122,7 @@ export interface Config {
   /** Both MCP servers answer their hottest canonical calls without the SDK (src/mcp/fast-path.ts); off = all via the SDK. */
   mcpFastPath: boolean;
   oauth: {
-    /** Issue `user:read` tokens for BASE_URL and {MCP_URL}/mcp (SPEC §5.1.4: not open yet, so off by default). */
+    /** Issue `user:read` tokens for BASE_URL and {MCP_URL}/mcp (docs/contract.md#authentication: not open yet, so off by default). */
     userResources: boolean;
     refreshReuseGraceSeconds: number;
     /** The pre-registered clients data file; undefined = the one shipped in `clients/preregistered.json`. */

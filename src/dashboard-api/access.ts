@@ -19,13 +19,13 @@ export interface CallerAccess {
   permissions: ReadonlySet<Permission>;
 }
 
-/** The dashboard API's audience: the `aud` of the tokens the token exchange mints for it (DESIGN §4). */
+/** The dashboard API's audience: the `aud` of the tokens the token exchange mints for it (docs/contract.md#tokens). */
 export const dashboardApiAudience = (ctx: AppContext): string => `${urls.issuer(ctx.config)}/api`;
 
 /**
- * Access of a dashboard API token (DESIGN §6). The connection, the member and the agency are read on every call, so a
+ * Access of a dashboard API token (docs/contract.md#agency-mcp-server). The connection, the member and the agency are read on every call, so a
  * disconnect, a role change or a removal takes effect on the next call; permissions = what the token was minted
- * with ∩ the connection's effective permissions now (DESIGN §3).
+ * with ∩ the connection's effective permissions now (docs/contract.md#permissions).
  */
 export async function accessOfDashboardToken(
   ctx: AppContext,
@@ -95,7 +95,7 @@ async function verifyDashboardToken(
   }
 }
 
-/** A token is bound to one agency (SPEC §5.2.1); another agency's data "does not exist or is not yours". */
+/** A token is bound to one agency (docs/contract.md#authentication); another agency's data "does not exist or is not yours". */
 function assertSameAgency(bound: string, asked: string): void {
   if (bound !== asked) throw notThisAgency();
 }
@@ -105,7 +105,7 @@ const notThisAgency = () =>
     param: 'agency_id',
   });
 
-/** SPEC §7.1: a 403 naming the permission the caller lacks (DESIGN §3 effective permissions). */
+/** docs/contract.md#errors: a 403 naming the permission the caller lacks (docs/contract.md#permissions effective permissions). */
 export function assertPermission(access: CallerAccess, permission: Permission): void {
   if (access.permissions.has(permission)) return;
   const who = access.connectionId ? 'this connection' : 'your role';

@@ -23,7 +23,7 @@ const name = z.string().trim().min(1).max(200);
 const email = z.email().max(320).nullable();
 const dueOn = z.iso.date().nullable().describe('Due date, YYYY-MM-DD; null clears it');
 
-/** Pagination (SPEC §2.1): a page size and the opaque cursor of the previous page. */
+/** Pagination (docs/contract.md#rest-api): a page size and the opaque cursor of the previous page. */
 export const page = {
   limit: z.number().int().min(1).max(100).optional().describe('Items per page, 1..100 (default 20)'),
   cursor: z.string().min(1).max(200).optional().describe('`next_cursor` of the previous page'),

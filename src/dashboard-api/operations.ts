@@ -31,7 +31,7 @@ import {
 
 /**
  * The dashboard API's operations, independent of HTTP: each names its method and path under
- * `/api/agencies/{agency_id}`, the permission it needs (DESIGN §3), its input schema (path ids, query or body
+ * `/api/agencies/{agency_id}`, the permission it needs (docs/contract.md#permissions), its input schema (path ids, query or body
  * fields in one object) and what it does. The Fastify routes and the agency MCP server's in-process gateway run the
  * same table, so both see the same checks and the same objects.
  */
@@ -47,7 +47,7 @@ export interface Operation {
 
 const NO_INPUT = z.strictObject({});
 
-/** Runs an operation for a caller: permission, then input, then the work (SPEC §7.1 errors name the cause). */
+/** Runs an operation for a caller: permission, then input, then the work (docs/contract.md#errors errors name the cause). */
 export async function invoke(
   ctx: AppContext,
   op: Operation,
@@ -79,7 +79,7 @@ export function parseInput(
 const notFound = (what: string, id: unknown, param: string) =>
   new ApiError('resource_not_found', `No ${what} ${String(id)} in this agency`, { param });
 
-// --- pagination (SPEC §2.1 list envelope; keyset on id, so pages stay stable while rows are added) ---
+// --- pagination (docs/contract.md#rest-api list envelope; keyset on id, so pages stay stable while rows are added) ---
 
 const encodeCursor = (lastId: string) => Buffer.from(JSON.stringify({ after: lastId })).toString('base64url');
 

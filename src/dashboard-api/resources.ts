@@ -11,7 +11,7 @@ import type {
 } from '../store/schema.js';
 
 /**
- * The objects of the dashboard API in the REST conventions of SPEC §2.1: `object` and `id` first, snake_case, every
+ * The objects of the dashboard API in the REST conventions of docs/contract.md#rest-api: `object` and `id` first, snake_case, every
  * field present (null when empty), RFC 3339 times, lists in the `list` envelope. One zod schema per object documents
  * the API and is the `outputSchema` of the agency MCP tools that return it.
  */
@@ -90,7 +90,7 @@ export const NoteSchema = z.object({
   created_at: time,
 });
 
-/** What the caller may do here now (DESIGN §3); `id` is the connection, or the member for a web session. */
+/** What the caller may do here now (docs/contract.md#connections); `id` is the connection, or the member for a web session. */
 export const AccessSchema = z.object({
   object: z.literal('access'),
   id: z.string(),
@@ -100,7 +100,7 @@ export const AccessSchema = z.object({
   permissions: z.array(z.enum(PERMISSIONS)),
 });
 
-/** SPEC §2.1 list envelope; `next_cursor` is null exactly when `has_more` is false. */
+/** docs/contract.md#rest-api list envelope; `next_cursor` is null exactly when `has_more` is false. */
 export function listSchema<T extends z.ZodType>(item: T) {
   return z.object({
     object: z.literal('list'),

@@ -245,7 +245,7 @@ ${events.length ? markup`<table><thead><tr><th>When</th><th>Event</th><th>Detail
     action(request, reply, async (user) => {
       const id = (request.params as { id: string }).id;
       const c = await findConnection(ctx.db, id);
-      // Only the member's own connections (SPEC §5.5.1).
+      // Only the member's own connections (docs/contract.md#revocation).
       if (!c || c.user_id !== user.userId) throw new PageError(404, 'Not found', 'No such connection.');
       await endConnection(ctx, c.id, 'disconnected', user.userId);
       return { agencyId: c.agency_id ?? '', done: 'disconnected' };

@@ -138,7 +138,7 @@ function assertCanManage(actor: MemberRow, target: MemberRow | undefined, newRol
 
 /**
  * Changes a member's role; every connection of that member is narrowed to ceiling ∩ new role in the same
- * transaction (SPEC §5.5.2). Returns the connection ids narrowed.
+ * transaction (docs/contract.md#revocation). Returns the connection ids narrowed.
  */
 export async function changeRole(
   db: Kysely<Database>,
@@ -171,7 +171,7 @@ export async function changeRole(
   });
 }
 
-/** Removes a member; every connection of that member ends (SPEC §5.5.3). Returns the connection ids ended. */
+/** Removes a member; every connection of that member ends (docs/contract.md#revocation). Returns the connection ids ended. */
 export async function removeMember(
   db: Kysely<Database>,
   clock: Clock,

@@ -6,12 +6,12 @@ import { newId } from '../base/ids.js';
 import { narrowCeiling, parseList, type Role } from './permissions.js';
 
 /**
- * Connections: THE grant (DESIGN §3). Disconnect, narrowing and member removal are single updates of this row, and
+ * Connections: THE grant (docs/contract.md#connections). Disconnect, narrowing and member removal are single updates of this row, and
  * every token check that matters reads it (refresh, liveness of access tokens, the token exchange).
  */
 export type ConnectionRow = ConnectionsTable;
 
-/** SPEC §8: refresh tokens (and so the grant) live 30 days, sliding. */
+/** docs/contract.md#limits: refresh tokens (and so the grant) live 30 days, sliding. */
 export const CONNECTION_TTL_MS = 30 * 24 * 3600 * 1000;
 
 export const REVOKE_REASONS = [
@@ -230,7 +230,7 @@ export function listUserLevelConnections(db: Kysely<Database>, userId: string): 
     .execute();
 }
 
-/** SPEC §5.5.2: a role change narrows every connection of the member to ceiling ∩ new role. Returns the ids narrowed. */
+/** docs/contract.md#revocation: a role change narrows every connection of the member to ceiling ∩ new role. Returns the ids narrowed. */
 export async function narrowMemberConnections(
   db: Db,
   clock: Clock,
@@ -270,7 +270,7 @@ export async function narrowMemberConnections(
   return narrowed;
 }
 
-/** SPEC §5.5.3: removing the member ends every connection of that member. Returns the ids ended. */
+/** docs/contract.md#revocation: removing the member ends every connection of that member. Returns the ids ended. */
 export async function endMemberConnections(
   db: Db,
   clock: Clock,
@@ -299,7 +299,7 @@ export async function pruneExpiredGrants(db: Db, clock: Clock): Promise<void> {
   const cutoff = clock.now() - 3600_000;
   await db.deleteFrom('authorization_codes').where('expires_at', '<', cutoff).execute();
   // One row per rotation: an expired one can no longer be used nor meaningfully reused, so it goes. Rotated tokens
-  // that have not expired stay, because presenting one again is how reuse is detected (SPEC §5.4).
+  // that have not expired stay, because presenting one again is how reuse is detected (docs/contract.md#tokens).
   await db.deleteFrom('refresh_tokens').where('expires_at', '<', cutoff).execute();
   const abandoned = db.deleteFrom('connections').where('status', '=', 'pending');
   await abandoned.where('expires_at', '<', cutoff).execute();
@@ -317,7 +317,7 @@ export async function pruneExpiredGrantsHourly(db: Db, clock: Clock): Promise<vo
 
 /**
  * A connection as it stands now, with its member's status and role and the agency's write setting — read from the
- * database, never a cache, by every check that must see a disconnect, role change or removal at once (DESIGN §3).
+ * database, never a cache, by every check that must see a disconnect, role change or removal at once (docs/contract.md#connections).
  */
 export function currentGrant(db: Kysely<Database>, connectionId: string) {
   return db

@@ -7,7 +7,7 @@ import { newId } from '../base/ids.js';
 import type { Role } from './permissions.js';
 import { createUser } from './users.js';
 
-/** DESIGN §7: the demo accounts. Published passwords, so never seeded in production. */
+/** docs/contract.md#demo-and-local-use: the demo accounts. Published passwords, so never seeded in production. */
 export const DEMO_USERS = [
   { username: 'ada', password: 'ada-demo-password' },
   { username: 'grace', password: 'grace-demo-password' },
@@ -45,7 +45,7 @@ async function seedUnderLock(db: Transaction<Database>, clock: Clock): Promise<s
   return created;
 }
 
-/** DESIGN §7: the demo agencies, their members and a little data for the tools to work on. */
+/** docs/contract.md#demo-and-local-use: the demo agencies, their members and a little data for the tools to work on. */
 const DEMO_AGENCIES: {
   name: string;
   plan: string;

@@ -1,5 +1,5 @@
 /**
- * Roles and permissions (DESIGN §3): a fixed table in code, and the rule for what an agent may do at any moment.
+ * Roles and permissions (docs/contract.md#permissions): a fixed table in code, and the rule for what an agent may do at any moment.
  */
 
 export const ROLES = ['owner', 'admin', 'manager', 'member', 'viewer'] as const;
@@ -66,7 +66,7 @@ export function roleAllows(role: Role, permission: Permission): boolean {
 
 /**
  * The permissions the consent page offers as the ceiling: the member's own, and write ones only when the token asks
- * for write and the agency allows agents to write (SPEC §5.3.4).
+ * for write and the agency allows agents to write (docs/contract.md#the-oauth-flow).
  */
 export function offerablePermissions(o: {
   role: Role;
@@ -83,7 +83,7 @@ export function roleHasWrite(role: Role): boolean {
 }
 
 /**
- * DESIGN §3: effective permissions = connection ceiling ∩ the member's current role permissions ∩ (write permissions
+ * docs/contract.md#permissions: effective permissions = connection ceiling ∩ the member's current role permissions ∩ (write permissions
  * only if the token has `agency:mcp:write` and the agency allows agent write).
  */
 export function effectivePermissions(o: {

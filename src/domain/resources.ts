@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { UserRow } from './users.js';
 
 /**
- * The public objects (SPEC §2) in the latest API version's shape. These zod schemas shape the responses, validate
+ * The public objects (docs/contract.md#rest-api) in the latest API version's shape. These zod schemas shape the responses, validate
  * them in tests, and generate the OpenAPI description and the MCP `outputSchema`, so the four cannot drift apart.
  */
 

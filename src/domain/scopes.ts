@@ -8,7 +8,7 @@ export const SCOPES = {
   userRead: 'user:read',
 } as const;
 
-/** SPEC §4.3 lists `mcp:read` / `mcp:write` in the protected-resource metadata; they are aliases (DESIGN §5). */
+/** docs/contract.md#the-oauth-flow lists `mcp:read` / `mcp:write` in the protected-resource metadata; they are aliases (docs/contract.md#the-oauth-flow). */
 export const ALIASES: Record<string, string> = {
   'mcp:read': SCOPES.agencyRead,
   'mcp:write': SCOPES.agencyWrite,

@@ -1,5 +1,5 @@
 /**
- * The REST error object (SPEC §7.1) and the catalogue of stable codes. Clients branch on `code`; `message` is for
+ * The REST error object (docs/contract.md#errors) and the catalogue of stable codes. Clients branch on `code`; `message` is for
  * people. The README's error catalogue mirrors this table (a test keeps them in step).
  */
 
@@ -97,7 +97,7 @@ export const ERROR_CATALOGUE = {
     status: 403,
     type: 'permission_error',
     meaning:
-      'The caller lacks the permission the operation needs (DESIGN §3: connection ceiling ∩ role ∩ write rules); `param` and the message name it.',
+      'The caller lacks the permission the operation needs (docs/contract.md#permissions: connection ceiling ∩ role ∩ write rules); `param` and the message name it.',
   },
   rate_limited: {
     status: 429,

@@ -19,7 +19,7 @@ export interface RestAuthOptions {
   /** This resource's identifier: the token's `aud` must contain it. */
   audience: string;
   accept: readonly TokenKind[];
-  /** Scope an OAuth token must carry (SPEC §5.1.3: scopes apply to OAuth tokens only). */
+  /** Scope an OAuth token must carry (docs/contract.md#authentication: scopes apply to OAuth tokens only). */
   scope?: string;
 }
 

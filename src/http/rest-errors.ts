@@ -6,12 +6,12 @@ import { ApiError } from './errors.js';
 const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
 export interface RestErrorsOptions {
-  /** Headers every error response of the surface carries (the REST API's `Svc-Version`, SPEC §7.1). */
+  /** Headers every error response of the surface carries (the REST API's `Svc-Version`, docs/contract.md#errors). */
   errorHeaders?: (request: FastifyRequest) => Record<string, string>;
 }
 
 /**
- * Renders every non-2xx of a REST surface as the SPEC §7 error object: thrown ApiErrors as they are, Fastify's own
+ * Renders every non-2xx of a REST surface as the error object of docs/contract.md#errors: thrown ApiErrors as they are, Fastify's own
  * errors mapped to catalogue codes, unknown routes as 404 or 405 (with `Allow`), anything else as a 500 whose
  * details go to the log under the request id and never into the body.
  */

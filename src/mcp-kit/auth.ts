@@ -14,7 +14,7 @@ export interface McpAuthPolicy {
   /** This resource's identifier; the token's `aud` must contain it (RFC 8707, RFC 9068 §4). */
   audience: string;
   accept: readonly TokenKind[];
-  /** Scope an OAuth token must carry; session tokens carry none (SPEC §5.1.3). */
+  /** Scope an OAuth token must carry; session tokens carry none (docs/contract.md#authentication). */
   requiredScope: string | undefined;
   /** RFC 9728 metadata URL, advertised in every challenge (RFC 9728 §5.1). */
   resourceMetadataUrl: string;

@@ -3,7 +3,7 @@ import type { FastifyRequest } from 'fastify';
 /**
  * A precomputed answer to one exact request shape, written without building an SDK server.
  *
- * Why: the SDK serves each stateless request with a fresh server, transport and zod wire parse (DESIGN §8 measured
+ * Why: the SDK serves each stateless request with a fresh server, transport and zod wire parse (docs/contract.md#mcp-servers measured
  * ~2.2k calls/s per core against ~39k for a plain dispatch). The hottest call an agent makes is answered here instead,
  * but only in its canonical, certainly-valid shape; every other request — any odd header, extra field or error case —
  * goes to the SDK, which stays the authority on the protocol. `test/mcp/fast-path.test.ts` asserts the two answers are

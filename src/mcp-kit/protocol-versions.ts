@@ -1,5 +1,5 @@
 /**
- * The MCP protocol revisions our MCP hosts serve (SPEC §1): 2026-07-28 on the per-request wire (negotiated by
+ * The MCP protocol revisions our MCP hosts serve (docs/contract.md#surfaces): 2026-07-28 on the per-request wire (negotiated by
  * `server/discover`), and the two 2025 revisions through `initialize`. The SDK's `initialize` answers a version it
  * does not list with the first 2025-era entry (MCP 2025-11-25 lifecycle §Version Negotiation), and its 2025 transport
  * refuses other `MCP-Protocol-Version` headers with 400 naming this list.

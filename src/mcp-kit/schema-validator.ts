@@ -8,7 +8,7 @@ import { z } from 'zod';
 
 /**
  * One JSON Schema validator for every MCP server instance in the process. The SDK builds a new Ajv per server when
- * none is given, and servers are built per request: that alone cost about a third of a tools/call (DESIGN §8).
+ * none is given, and servers are built per request: that alone cost about a third of a tools/call (docs/contract.md#mcp-servers).
  */
 export const sharedJsonSchemaValidator = new AjvJsonSchemaValidator();
 

@@ -13,10 +13,10 @@ import { reportSdkError } from '../mcp-kit/sdk-errors.js';
 import { getMeFastPath } from './user-fast-path.js';
 import { userServerFactory } from './user-server.js';
 
-/** The scope OAuth tokens need here (SPEC §5.1.3); session tokens need none. */
+/** The scope OAuth tokens need here (docs/contract.md#authentication); session tokens need none. */
 const USER_READ = 'user:read';
 
-/** The user MCP server at `{MCP_URL}/mcp` (SPEC §4.2, §5.1); `companions` are the host's public documents. */
+/** The user MCP server at `{MCP_URL}/mcp` (docs/contract.md#mcp-servers, §5.1); `companions` are the host's public documents. */
 export async function mcpSurface(
   app: FastifyInstance,
   ctx: AppContext,

@@ -3,7 +3,7 @@ import { renderUser } from '../domain/resources.js';
 import type { Principal } from '../tokens/verifier.js';
 import { resolveVersion } from '../versions/resolve.js';
 
-/** The caller's profile in the version GET /me would use for them (SPEC §9.3: no header on MCP, so pin → baseline). */
+/** The caller's profile in the version GET /me would use for them (docs/contract.md#versioning: no header on MCP, so pin → baseline). */
 export interface RenderedMe {
   version: string;
   user: Record<string, unknown>;
@@ -18,5 +18,5 @@ export async function renderMe(ctx: AppContext, principal: Principal): Promise<R
   return { version, user: ctx.versions.render('user', renderUser(row), version) };
 }
 
-/** `_meta` key naming the API version a result was rendered in, as `Svc-Version` does on REST (SPEC §9.4). */
+/** `_meta` key naming the API version a result was rendered in, as `Svc-Version` does on REST (docs/contract.md#versioning). */
 export const API_VERSION_META_KEY = 'svc/api-version';

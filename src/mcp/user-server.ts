@@ -23,7 +23,7 @@ export const SERVER_INFO = {
 const LIST_HINT = { ttlMs: 300_000, cacheScope: 'public' as const };
 
 /**
- * The user MCP server (SPEC §4.2): one fresh McpServer per request, as the SDK's stateless serving needs, built from
+ * The user MCP server (docs/contract.md#mcp-servers): one fresh McpServer per request, as the SDK's stateless serving needs, built from
  * module-scope schemas and the shared validator so a construction costs little.
  */
 export function userServerFactory(ctx: AppContext): McpServerFactory {

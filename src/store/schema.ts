@@ -24,7 +24,7 @@ export interface UsersTable {
   username: string;
   image_url: string | null;
   password_hash: string;
-  /** The account's pinned API version (SPEC §9.3); null = baseline. */
+  /** The account's pinned API version (docs/contract.md#versioning); null = baseline. */
   api_version: string | null;
   created_at: number;
 }
@@ -50,7 +50,7 @@ export interface OAuthClientsTable {
   client_id: string;
   kind: 'preregistered' | 'dcr' | 'cimd' | 'internal';
   metadata: string;
-  /** The client's pinned API version (SPEC §9.3); null = the user's pin, then the baseline. */
+  /** The client's pinned API version (docs/contract.md#versioning); null = the user's pin, then the baseline. */
   api_version: string | null;
   created_at: number;
   last_used_at: number | null;
@@ -62,7 +62,7 @@ export interface AgenciesTable {
   id: string;
   name: string;
   plan: string;
-  /** "The account allows write" (DESIGN §3): 0/1. */
+  /** "The account allows write" (docs/contract.md#connections): 0/1. */
   agent_write_enabled: number;
   created_at: number;
 }
@@ -121,7 +121,7 @@ export interface NotesTable {
 }
 
 /**
- * THE grant (DESIGN §3). `pending` from consent until its code is exchanged; `active` until revoked or expired.
+ * THE grant (docs/contract.md#connections). `pending` from consent until its code is exchanged; `active` until revoked or expired.
  * `agency_id` / `member_id` are null for the user resources (user:read).
  */
 export interface ConnectionsTable {

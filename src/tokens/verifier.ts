@@ -33,7 +33,7 @@ export interface OAuthPrincipal {
   userId: string;
   clientId: string;
   scopes: ReadonlySet<string>;
-  /** The connection (grant) this token was minted under, when it has one (DESIGN §3). */
+  /** The connection (grant) this token was minted under, when it has one (docs/contract.md#connections). */
   connectionId: string | undefined;
   agencyId: string | undefined;
   memberId: string | undefined;
@@ -43,7 +43,7 @@ export interface OAuthPrincipal {
 export type TokenKind = Principal['kind'];
 
 /**
- * A dashboard API token (DESIGN §4), minted by the token exchange (RFC 8693) for the agency MCP server. A kind of its
+ * A dashboard API token (docs/contract.md#tokens), minted by the token exchange (RFC 8693) for the agency MCP server. A kind of its
  * own, verified only by `verifyDashboard`: `verify` never accepts it, and `verifyDashboard` accepts nothing else.
  */
 export interface DashboardPrincipal {
@@ -87,7 +87,7 @@ export interface VerifierOptions {
 
 /**
  * Verifies bearer JWTs for every resource server in the process. Signature, issuer, type and times are checked once
- * and cached, keyed by the token, until its `exp` (DESIGN §4); audience and liveness are checked on every call.
+ * and cached, keyed by the token, until its `exp` (docs/contract.md#tokens); audience and liveness are checked on every call.
  */
 /** How far ahead of this instance's clock a token's `iat` may be (another instance's clock may run ahead). */
 const MAX_CLOCK_SKEW_MS = 60_000;
@@ -123,7 +123,7 @@ export class TokenVerifier {
 
   /**
    * Verifies a dashboard API token for `audience`. Liveness is not checked here: the dashboard API reads the
-   * connection and the member on every call (DESIGN §6).
+   * connection and the member on every call (docs/contract.md#agency-mcp-server).
    */
   async verifyDashboard(token: string, audience: string): Promise<DashboardPrincipal> {
     const entry = await this.usable(token, audience, ['dashboard']);

@@ -1,7 +1,7 @@
 import { ApiError } from '../http/errors.js';
 
 /**
- * API versions as data (SPEC §9). Each version lists the change modules it introduced; a response is always built in
+ * API versions as data (docs/contract.md#versioning). Each version lists the change modules it introduced; a response is always built in
  * the newest shape and then walked back, newest change first, to the version the caller asked for. So a new version
  * costs one entry and one module, and the code that builds responses never branches on versions.
  */

@@ -3,7 +3,7 @@ import type { Principal } from '../tokens/verifier.js';
 import type { VersionRegistry } from './registry.js';
 
 /**
- * SPEC §9.3: the header's version, else the caller's pin — the OAuth client's, then the user's account setting —
+ * docs/contract.md#versioning: the header's version, else the caller's pin — the OAuth client's, then the user's account setting —
  * else the baseline. A pin naming a version no longer served falls through to the next rule.
  */
 export async function resolveVersion(

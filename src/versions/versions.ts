@@ -6,7 +6,7 @@ import { type ApiVersion, VersionRegistry } from './registry.js';
  */
 export const RELEASED_VERSIONS: readonly ApiVersion[] = [{ id: '2026-09-24.albus', changes: [] }];
 
-/** Callers with no header and no pin get this version (SPEC §9.3). */
+/** Callers with no header and no pin get this version (docs/contract.md#versioning). */
 export const BASELINE_VERSION = '2026-09-24.albus';
 
 export const versions = new VersionRegistry(RELEASED_VERSIONS, BASELINE_VERSION);

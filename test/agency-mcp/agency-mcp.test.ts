@@ -40,7 +40,7 @@ async function rawCall(token: string, name: string, args: Record<string, unknown
   return res;
 }
 
-describe('discovery (SPEC §4.3, RFC 9728)', () => {
+describe('discovery (docs/contract.md#the-oauth-flow, RFC 9728)', () => {
   it.each(['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp'])(
     'serves the metadata at %s',
     async (path) => {
@@ -55,7 +55,7 @@ describe('discovery (SPEC §4.3, RFC 9728)', () => {
   );
 });
 
-describe('401 with exactly the SPEC §5.4 challenge', () => {
+describe('401 with exactly the docs/contract.md#tokens challenge', () => {
   const expect401 = async (token: string | undefined) => {
     const res = await post(endpoint, initializeMessage('2025-11-25'), token ? { token } : {});
     expect(res.status).toBe(401);
@@ -141,7 +141,7 @@ describe('401 with exactly the SPEC §5.4 challenge', () => {
   });
 });
 
-describe('403 insufficient_scope for a write with a read-only token (SPEC §5.4, §7.2)', () => {
+describe('403 insufficient_scope for a write with a read-only token (docs/contract.md#tokens, §7.2)', () => {
   it('refuses before the tool runs, naming both scopes', async () => {
     const g = await grant(server, { scopes: ['agency:mcp:read'] });
     const res = await rawCall(g.token, 'create_client', { name: 'Nope' });
@@ -256,7 +256,7 @@ describe.each(ERAS)('tools through a real SDK client on %s', (version) => {
   });
 });
 
-describe('tools/list shows only what the effective permissions allow (DESIGN §3)', () => {
+describe('tools/list shows only what the effective permissions allow (docs/contract.md#permissions)', () => {
   const listed = async (g: Grant) => {
     const client = await connectClient(endpoint, g.token, '2026-07-28');
     try {
@@ -295,7 +295,7 @@ describe('tools/list shows only what the effective permissions allow (DESIGN §3
   });
 });
 
-describe('changes in the dashboard take effect on the next call (SPEC §5.5)', () => {
+describe('changes in the dashboard take effect on the next call (docs/contract.md#revocation)', () => {
   it('a disconnect: the next call is 401', async () => {
     const g = await grant(server);
     expect((await rawCall(g.token, 'get_agency')).status).toBe(200);

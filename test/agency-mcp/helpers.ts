@@ -103,7 +103,7 @@ export async function exchange(
   return { res, body: (await res.json()) as Record<string, unknown> };
 }
 
-/** The agency MCP tools of DESIGN §6, written out so that a test fails when the server's set changes. */
+/** The agency MCP tools of docs/contract.md#agency-mcp-server, written out so that a test fails when the server's set changes. */
 export const READ_TOOLS = [
   'get_agency',
   'list_members',

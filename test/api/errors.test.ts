@@ -15,7 +15,7 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
-/** Every non-2xx of a REST surface is the SPEC §7 error object, its request_id equal to the x-request-id header. */
+/** Every non-2xx of a REST surface is the docs/contract.md#errors error object, its request_id equal to the x-request-id header. */
 async function expectError(res: Response, status: number, code: string): Promise<ErrorBody['error']> {
   expect(res.status).toBe(status);
   expect(res.headers.get('content-type')).toMatch(/^application\/json/);

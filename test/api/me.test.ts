@@ -29,7 +29,7 @@ afterAll(() => server.close());
 const me = (authorization?: string, extra: Record<string, string> = {}) =>
   fetch(`${server.url.api}/me`, { headers: { ...(authorization ? { authorization } : {}), ...extra } });
 
-/** Asserts a 401 in the SPEC §7 shape with an RFC 6750 challenge, and returns the error object. */
+/** Asserts a 401 in the docs/contract.md#errors shape with an RFC 6750 challenge, and returns the error object. */
 async function expect401(res: Response, code: string, rfc6750?: string) {
   expect(res.status).toBe(401);
   const body = (await openapi.check('GET', '/me', res)) as { error: Record<string, string> };

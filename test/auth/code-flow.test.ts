@@ -21,7 +21,7 @@ beforeAll(async () => {
 afterAll(() => server.close());
 
 describe('oauth4webapi against the authorization server', () => {
-  it('discovers RFC 8414 metadata with every field of DESIGN §5', () => {
+  it('discovers RFC 8414 metadata with every field of docs/contract.md#the-oauth-flow', () => {
     expect(as).toMatchObject({
       issuer: server.url.auth,
       authorization_endpoint: `${server.url.auth}/oauth2/auth`,

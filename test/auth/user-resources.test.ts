@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import { authorize, Browser, connect, pkce, register } from './oauth-helpers.js';
 
-/** OAUTH_USER_RESOURCES=on: `user:read` tokens for BASE_URL and {MCP_URL}/mcp (SPEC §5.1.4 keeps it off by default). */
+/** OAUTH_USER_RESOURCES=on: `user:read` tokens for BASE_URL and {MCP_URL}/mcp (docs/contract.md#authentication keeps it off by default). */
 
 const AGENCY_MCP_URL = 'http://127.0.0.1:4102';
 const REDIRECT = 'http://127.0.0.1:9999/callback';

@@ -1,6 +1,6 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 
-/** The MCP protocol revisions the user MCP server serves (SPEC §1). */
+/** The MCP protocol revisions the user MCP server serves (docs/contract.md#surfaces). */
 export const MCP_VERSIONS = ['2026-07-28', '2025-11-25', '2025-06-18'] as const;
 export type McpVersion = (typeof MCP_VERSIONS)[number];
 export const MODERN = '2026-07-28';

@@ -12,7 +12,7 @@ import { checkClientMetadata, type ResolvedClient, toResolved } from './client.j
 import { isSpecialUse } from './special-use.js';
 
 /**
- * Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document; DESIGN §5): the client_id is an https
+ * Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document; docs/contract.md#the-oauth-flow): the client_id is an https
  * URL serving the client's metadata. Every rule here is a defence of the server that fetches it:
  *  - https, no fragment, no userinfo, no dot segments, a path;
  *  - GET without following redirects; only a 200 counts; at most 5 KiB; about 3 s in all;

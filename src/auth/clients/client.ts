@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { type ApplicationType, redirectUriProblem } from '../redirect-uri.js';
 
-/** A client as the authorization endpoint sees it, whatever its kind (DESIGN §3 `oauth_clients.kind`). */
+/** A client as the authorization endpoint sees it, whatever its kind (docs/contract.md#connections `oauth_clients.kind`). */
 export interface ResolvedClient {
   clientId: string;
   kind: 'preregistered' | 'dcr' | 'cimd';

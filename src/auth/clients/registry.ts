@@ -103,7 +103,7 @@ export class ClientRegistry {
     return row?.last_used_at != null;
   }
 
-  /** Records that a stored client was used, which exempts it from pruning (DESIGN §5). */
+  /** Records that a stored client was used, which exempts it from pruning (docs/contract.md#the-oauth-flow). */
   async markUsed(clientId: string): Promise<void> {
     if (this.preregistered.has(clientId)) return;
     await this.ctx.db

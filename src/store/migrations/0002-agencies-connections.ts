@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 /**
- * Agencies, their members and data (DESIGN §3), and the authorization server's state: connections (the grant),
+ * Agencies, their members and data (docs/contract.md#connections), and the authorization server's state: connections (the grant),
  * authorization codes, refresh tokens (hashes only) and the audit trail.
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- migrations are frozen in time and must not follow the live schema type
@@ -79,7 +79,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .execute();
   await db.schema.createIndex('notes_subject').on('notes').columns(['subject_id', 'id']).execute();
 
-  // Resolved Client ID Metadata Documents are kept until this time (HTTP caching clamped, DESIGN §5).
+  // Resolved Client ID Metadata Documents are kept until this time (HTTP caching clamped, docs/contract.md#the-oauth-flow).
   await db.schema.alterTable('oauth_clients').addColumn('metadata_expires_at', 'bigint').execute();
   await db.schema
     .createIndex('oauth_clients_kind')
