@@ -31,7 +31,7 @@ import { WRITE_TOOL_NAMES } from './tools.js';
 const SCOPES_SUPPORTED = ['mcp:read', 'mcp:write'];
 
 /**
- * The agency MCP server at `{AGENCY_MCP_URL}/mcp` (docs/contract.md#surfaces, §4.2, §5.2–§5.5, §7.2): an OAuth 2.1 protected resource
+ * The agency MCP server at `{AGENCY_MCP_URL}/mcp` (docs/contract.md#agency-mcp-server): an OAuth 2.1 protected resource
  * that acts for one member of one agency and reaches agency data only through the dashboard API (docs/contract.md#agency-mcp-server). `companions` are the host's public documents, built by the composition root.
  */
 export async function agencyMcpSurface(

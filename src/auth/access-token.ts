@@ -3,7 +3,7 @@ import { urls } from '../context.js';
 import type { ConnectionRow } from '../domain/connections.js';
 import { signJwt, TOKEN_TYPES } from '../tokens/jwt.js';
 
-/** docs/contract.md#tokens / §8: access tokens of the agency MCP flow live one hour. */
+/** docs/contract.md#tokens: access tokens of the agency MCP flow live one hour. */
 export const ACCESS_TOKEN_TTL_SECONDS = 3600;
 
 /**

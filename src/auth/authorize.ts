@@ -28,7 +28,7 @@ import { SCOPE_LABELS, SCOPES } from '../domain/scopes.js';
 import { parseScope } from './scope-parameter.js';
 import { hashSecret, randomSecret } from '../web/secrets.js';
 
-/** docs/contract.md#the-oauth-flow / §8: authorization codes live 60 seconds and are single use. */
+/** docs/contract.md#limits: authorization codes live 60 seconds and are single use. */
 export const CODE_TTL_MS = 60_000;
 
 /** A validated authorization request (RFC 6749 §4.1.1, RFC 7636 §4.3, RFC 8707 §2). */

@@ -13,7 +13,7 @@ import { safeEqual } from '../web/secrets.js';
  * OAuth 2.0 Token Exchange (RFC 8693) at the token endpoint, for one caller only: the agency MCP server,
  * authenticated as the internal client with AGENCY_MCP_CLIENT_SECRET. It trades the access token an agent sent to
  * the agency MCP server (the subject token) for a 5-minute dashboard API token carrying the connection's effective
- * permissions now (docs/contract.md#permissions, §4, §6). The inbound token itself never reaches the dashboard API.
+ * permissions now (docs/contract.md#permissions). The inbound token itself never reaches the dashboard API.
  */
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';

@@ -16,7 +16,7 @@ import { userServerFactory } from './user-server.js';
 /** The scope OAuth tokens need here (docs/contract.md#authentication); session tokens need none. */
 const USER_READ = 'user:read';
 
-/** The user MCP server at `{MCP_URL}/mcp` (docs/contract.md#mcp-servers, §5.1); `companions` are the host's public documents. */
+/** The user MCP server at `{MCP_URL}/mcp` (docs/contract.md#mcp-servers); `companions` are the host's public documents. */
 export async function mcpSurface(
   app: FastifyInstance,
   ctx: AppContext,

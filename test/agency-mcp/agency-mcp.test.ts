@@ -141,7 +141,7 @@ describe('401 with exactly the docs/contract.md#tokens challenge', () => {
   });
 });
 
-describe('403 insufficient_scope for a write with a read-only token (docs/contract.md#tokens, §7.2)', () => {
+describe('403 insufficient_scope for a write with a read-only token (docs/contract.md#the-oauth-flow)', () => {
   it('refuses before the tool runs, naming both scopes', async () => {
     const g = await grant(server, { scopes: ['agency:mcp:read'] });
     const res = await rawCall(g.token, 'create_client', { name: 'Nope' });

@@ -26,7 +26,7 @@ function api(token: string | undefined, path: string, init: RequestInit = {}) {
 
 const errorOf = async (res: Response) => ((await res.json()) as { error: Record<string, string> }).error;
 
-describe('the dashboard API (docs/contract.md#rest-api conventions, §7.1 errors)', () => {
+describe('the dashboard API (docs/contract.md#rest-api, docs/contract.md#errors)', () => {
   it('accepts the dashboard API token and renders objects with every field', async () => {
     const g = await grant(server);
     const res = await api(await dashboardToken(g), `/${g.agencyId}`);
