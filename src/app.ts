@@ -12,7 +12,7 @@ import { dashboardRoutes } from './dashboard/dashboard.js';
 import { signInRoutes } from './dashboard/sign-in.js';
 import { dashboardApiRoutes } from './dashboard-api/plugin.js';
 import { type Config, knownUrl, publishBinding, SURFACES, type Surface } from './config/config.js';
-import type { AppContext, Readiness } from './context.js';
+import { type AppContext, type Readiness, urls } from './context.js';
 import { type Clock, systemClock } from './base/clock.js';
 import { isConnectionLive } from './domain/connections.js';
 import { isEmpty, seedDemo } from './domain/demo-seed.js';
@@ -31,6 +31,7 @@ import { SigningKeys } from './tokens/signing-keys.js';
 import { TokenVerifier } from './tokens/verifier.js';
 import type { VersionRegistry } from './versions/registry.js';
 import { versions as releasedVersions } from './versions/versions.js';
+import { WebSessions } from './web/web-session.js';
 
 interface SurfaceModule {
   plugin: (app: FastifyInstance, ctx: AppContext) => Promise<void>;
@@ -139,6 +140,14 @@ async function buildContext(
   const connectionLiveness = new LivenessCache(clock, ttlMs, config.tokenCacheSize, (cid) =>
     isConnectionLive(store.db, clock, cid),
   );
+  const verifier = new TokenVerifier({
+    issuer: () => knownUrl(config, 'auth') ?? '',
+    keys,
+    clock,
+    cacheSize: config.tokenCacheSize,
+    sessions: sessionLiveness,
+    connections: connectionLiveness,
+  });
   const redis = config.redisUrl
     ? connectRedis(config.redisUrl, new DependencyWatch('redis (rate limits fall back to memory)', log))
     : undefined;
@@ -170,13 +179,11 @@ async function buildContext(
             .executeTakeFirst()
         )?.api_version ?? null,
     }),
-    verifier: new TokenVerifier({
-      issuer: () => knownUrl(config, 'auth') ?? '',
-      keys,
-      clock,
-      cacheSize: config.tokenCacheSize,
-      sessions: sessionLiveness,
-      connections: connectionLiveness,
+    verifier,
+    webSessions: new WebSessions({
+      issuer: () => urls.issuer(config),
+      verifier,
+      sessionTtlSeconds: config.sessionTtlSeconds,
     }),
     versions: o.versions ?? releasedVersions,
     limiters: o.limiters ?? (redis ? redisLimiters(redis.client) : memoryLimiters),

@@ -11,6 +11,7 @@ import type { LivenessCache } from './tokens/liveness.js';
 import type { SigningKeys } from './tokens/signing-keys.js';
 import type { TokenVerifier } from './tokens/verifier.js';
 import type { VersionRegistry } from './versions/registry.js';
+import type { WebSessions } from './web/web-session.js';
 
 /** What every surface shares: built once per process by `app.ts` and handed to each surface plugin. */
 export interface AppContext {
@@ -29,6 +30,8 @@ export interface AppContext {
   /** OAuth clients' pinned API versions (docs/contract.md#versioning), by client id; same staleness bound as `users`. */
   clientPins: CachedLookup<string | null>;
   versions: VersionRegistry;
+  /** The browser session cookie and CSRF protection of the authorization server's pages. */
+  webSessions: WebSessions;
   limiters: LimiterFactory;
   /** Readiness of this instance's dependencies (GET /ready): the database, and Redis when configured. */
   readiness(): Promise<Readiness>;

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { safeEqual } from '../web/secrets.js';
+import { safeEqual } from '../base/secrets.js';
 
 /** RFC 7636 §4.1: code_verifier = 43*128unreserved. */
 const VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;

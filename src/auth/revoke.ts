@@ -4,7 +4,7 @@ import { endConnection } from '../domain/connections.js';
 import { refuseClientCredentials } from './client-authentication.js';
 import { Params } from '../web/form.js';
 import { OAuthError } from '../http/oauth-errors.js';
-import { hashSecret } from '../web/secrets.js';
+import { hashSecret } from '../base/secrets.js';
 
 /**
  * Token revocation (RFC 7009) at POST /oauth/revoke, for refresh and access tokens alike (§2.1: the client may send

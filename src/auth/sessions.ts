@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { AppContext } from '../context.js';
 import { toRfc3339 } from '../base/clock.js';
 import { MAX_PASSWORD_LENGTH } from '../domain/passwords.js';
-import { createSession, revokeSession } from '../domain/sessions.js';
+import { createSession, endSession } from '../domain/sessions.js';
 import { ApiError } from '../http/errors.js';
 import { authenticateRest } from '../http/rest-auth.js';
 import { issueSessionToken, sessionApiAudience } from '../tokens/session-token.js';
@@ -52,8 +52,7 @@ export async function sessionRoutes(app: FastifyInstance, ctx: AppContext): Prom
       accept: ['session'],
     });
     if (principal.kind !== 'session') throw new Error('unreachable: only session tokens are accepted');
-    await revokeSession(ctx.db, ctx.clock, principal.sessionId);
-    ctx.sessionLiveness.forget(principal.sessionId);
+    await endSession(ctx, principal.sessionId);
     request.log.info({ session_id: principal.sessionId }, 'session revoked');
     return reply.code(204).send();
   });

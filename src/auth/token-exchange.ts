@@ -7,7 +7,7 @@ import { signJwt, TOKEN_TYPES } from '../tokens/jwt.js';
 import { type OAuthPrincipal, TokenError } from '../tokens/verifier.js';
 import type { Params } from '../web/form.js';
 import { OAuthError } from '../http/oauth-errors.js';
-import { safeEqual } from '../web/secrets.js';
+import { safeEqual } from '../base/secrets.js';
 
 /**
  * OAuth 2.0 Token Exchange (RFC 8693) at the token endpoint, for one caller only: the agency MCP server,

@@ -17,7 +17,7 @@ import { OAuthError } from '../http/oauth-errors.js';
 import { isVerifier, verifyS256 } from './pkce.js';
 import { canonicalResource } from './resource-indicator.js';
 import { SCOPES } from '../domain/scopes.js';
-import { hashSecret, hmac, randomSecret } from '../web/secrets.js';
+import { hashSecret, hmac, randomSecret } from '../base/secrets.js';
 import { TOKEN_EXCHANGE_GRANT, tokenExchangeGrant } from './token-exchange.js';
 
 /**

@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.js';
-import { currentUser } from '../dashboard/web-session.js';
 import { BearerError, extractBearer } from '../http/bearer.js';
 import { ApiError } from '../http/errors.js';
 import { authenticationError } from '../http/rest-auth.js';
@@ -49,7 +48,7 @@ async function accessOfRequest(
 ): Promise<CallerAccess> {
   const audience = dashboardApiAudience(ctx);
   if (request.headers.authorization === undefined && request.method === 'GET') {
-    const user = await currentUser(ctx, request);
+    const user = await ctx.webSessions.currentUser(request);
     if (user) return accessOfMember(ctx, user.userId, agencyId);
   }
   let token: string;

@@ -1,19 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.js';
 import { MAX_PASSWORD_LENGTH } from '../domain/passwords.js';
-import { createSession, revokeSession } from '../domain/sessions.js';
+import { createSession, endSession } from '../domain/sessions.js';
 import { signInGuard } from '../auth/sign-in-guard.js';
 import { issueSessionToken } from '../tokens/session-token.js';
 import { markup, PageError } from '../web/html.js';
 import { sendPage } from '../web/page-scope.js';
-import {
-  checkCsrf,
-  clearSessionCookie,
-  csrfToken,
-  currentUser,
-  safeNext,
-  setSessionCookie,
-} from './web-session.js';
+import { safeNext } from '../web/safe-next.js';
 
 /**
  * The sign-in page (username and password → a browser session cookie) and sign-out. Rate limited like the session
@@ -36,15 +29,15 @@ ${message ? markup`<p class="error" role="alert">${message}</p>` : ''}
 
   app.get('/sign-in', async (request, reply) => {
     const next = safeNext((request.query as Record<string, unknown>)['next']);
-    if (await currentUser(ctx, request)) return reply.code(303).header('location', next).send();
-    return sendPage(reply, 200, 'Sign in', form(csrfToken(ctx, request, reply), next));
+    if (await ctx.webSessions.currentUser(request)) return reply.code(303).header('location', next).send();
+    return sendPage(reply, 200, 'Sign in', form(ctx.webSessions.csrfToken(request, reply), next));
   });
 
   app.post('/sign-in', async (request, reply) => {
     const body = request.body;
     if (!(body instanceof URLSearchParams)) throw new PageError(400, 'Bad request', 'Send the sign-in form.');
-    checkCsrf(ctx, request, body);
-    const csrf = csrfToken(ctx, request, reply);
+    ctx.webSessions.checkCsrf(request, body);
+    const csrf = ctx.webSessions.csrfToken(request, reply);
     const next = safeNext(body.get('next') ?? undefined);
     const username = (body.get('username') ?? '').trim().slice(0, 64);
     const password = body.get('password') ?? '';
@@ -63,7 +56,7 @@ ${message ? markup`<p class="error" role="alert">${message}</p>` : ''}
     }
     const { user } = outcome;
     const session = await createSession(ctx.db, ctx.clock, user.id, ctx.config.sessionTtlSeconds, 'browser');
-    setSessionCookie(ctx, reply, await issueSessionToken(ctx, session));
+    ctx.webSessions.setSessionCookie(reply, await issueSessionToken(ctx, session));
     request.log.info({ user_id: user.id, session_id: session.id }, 'browser session created');
     return reply.code(303).header('location', next).send();
   });
@@ -72,13 +65,10 @@ ${message ? markup`<p class="error" role="alert">${message}</p>` : ''}
     const body = request.body;
     if (!(body instanceof URLSearchParams))
       throw new PageError(400, 'Bad request', 'Send the sign-out form.');
-    checkCsrf(ctx, request, body);
-    const user = await currentUser(ctx, request);
-    if (user) {
-      await revokeSession(ctx.db, ctx.clock, user.sessionId);
-      ctx.sessionLiveness.forget(user.sessionId);
-    }
-    clearSessionCookie(ctx, reply);
+    ctx.webSessions.checkCsrf(request, body);
+    const user = await ctx.webSessions.currentUser(request);
+    if (user) await endSession(ctx, user.sessionId);
+    ctx.webSessions.clearSessionCookie(reply);
     return reply.code(303).header('location', '/sign-in').send();
   });
 }

@@ -2,7 +2,11 @@ import type { Kysely } from 'kysely';
 import type { AgenciesTable, Database, MembersTable } from '../store/schema.js';
 import { audit } from './audit.js';
 import type { Clock } from '../base/clock.js';
-import { endMemberConnections, narrowMemberConnections } from './connections.js';
+import {
+  type ConnectionLivenessMemory,
+  endMemberConnections,
+  narrowMemberConnections,
+} from './connections.js';
 import { newId } from '../base/ids.js';
 import { type Role, roleAllows } from './permissions.js';
 
@@ -111,6 +115,16 @@ export async function listMemberships(db: Kysely<Database>, userId: string): Pro
   }));
 }
 
+/** The agency a member (of any status) belongs to. */
+export async function agencyOfMember(db: Kysely<Database>, memberId: string): Promise<string | undefined> {
+  const row = await db
+    .selectFrom('members')
+    .select('agency_id')
+    .where('id', '=', memberId)
+    .executeTakeFirst();
+  return row?.agency_id;
+}
+
 /** The active members of an agency with their usernames. */
 export function listAgencyMembers(db: Kysely<Database>, agencyId: string) {
   return db
@@ -136,18 +150,26 @@ function assertCanManage(actor: MemberRow, target: MemberRow | undefined, newRol
   return target;
 }
 
+/** What changing a membership needs: the store, the clock, and the cached liveness of connections to forget. */
+export interface MembershipDeps {
+  db: Kysely<Database>;
+  clock: Clock;
+  connectionLiveness: ConnectionLivenessMemory;
+}
+
 /**
  * Changes a member's role; every connection of that member is narrowed to ceiling ∩ new role in the same
- * transaction (docs/contract.md#revocation). Returns the connection ids narrowed.
+ * transaction (docs/contract.md#revocation), and their cached liveness is dropped so this instance applies the
+ * narrowing at once. Returns the connection ids narrowed.
  */
 export async function changeRole(
-  db: Kysely<Database>,
-  clock: Clock,
+  deps: MembershipDeps,
   actor: MemberRow,
   targetId: string,
   role: Role,
 ): Promise<string[]> {
-  return db.transaction().execute(async (trx) => {
+  const { db, clock } = deps;
+  const narrowed = await db.transaction().execute(async (trx) => {
     const target = assertCanManage(
       actor,
       await trx.selectFrom('members').selectAll().where('id', '=', targetId).executeTakeFirst(),
@@ -169,16 +191,21 @@ export async function changeRole(
     });
     return narrowMemberConnections(trx, clock, target.id, role, actor.user_id);
   });
+  for (const id of narrowed) deps.connectionLiveness.forget(id);
+  return narrowed;
 }
 
-/** Removes a member; every connection of that member ends (docs/contract.md#revocation). Returns the connection ids ended. */
+/**
+ * Removes a member; every connection of that member ends (docs/contract.md#revocation) and is forgotten by the
+ * liveness cache, so this instance refuses its tokens at once. Returns the connection ids ended.
+ */
 export async function removeMember(
-  db: Kysely<Database>,
-  clock: Clock,
+  deps: MembershipDeps,
   actor: MemberRow,
   targetId: string,
 ): Promise<string[]> {
-  return db.transaction().execute(async (trx) => {
+  const { db, clock } = deps;
+  const ended = await db.transaction().execute(async (trx) => {
     const target = assertCanManage(
       actor,
       await trx.selectFrom('members').selectAll().where('id', '=', targetId).executeTakeFirst(),
@@ -197,6 +224,8 @@ export async function removeMember(
     });
     return endMemberConnections(trx, clock, target.id, actor.user_id);
   });
+  for (const id of ended) deps.connectionLiveness.forget(id);
+  return ended;
 }
 
 /** Toggles "allow agent write" (settings:manage). */

@@ -36,13 +36,25 @@ export async function createSession(
 }
 
 /** Marks a session revoked; idempotent (the first revocation time is kept). */
-export async function revokeSession(db: Kysely<Database>, clock: Clock, sessionId: string): Promise<void> {
+async function revokeSession(db: Kysely<Database>, clock: Clock, sessionId: string): Promise<void> {
   await db
     .updateTable('sessions')
     .set({ revoked_at: clock.now() })
     .where('id', '=', sessionId)
     .where('revoked_at', 'is', null)
     .execute();
+}
+
+/**
+ * Ends a session and drops its cached liveness in this process, so this instance refuses its tokens at once (other
+ * instances within the liveness bound). The one way to end a session.
+ */
+export async function endSession(
+  deps: { db: Kysely<Database>; clock: Clock; sessionLiveness: { forget(sessionId: string): void } },
+  sessionId: string,
+): Promise<void> {
+  await revokeSession(deps.db, deps.clock, sessionId);
+  deps.sessionLiveness.forget(sessionId);
 }
 
 export async function isSessionLive(db: Kysely<Database>, clock: Clock, sessionId: string): Promise<boolean> {

@@ -327,14 +327,13 @@ describe('changes in the dashboard take effect on the next call (docs/contract.m
     expect(await toolNames(client)).toContain('create_client');
     const ctx = server.services.ctx;
     const { member: owner } = await demo(server, 'ada');
-    for (const id of await changeRole(ctx.db, ctx.clock, owner, g.memberId, 'viewer'))
-      ctx.connectionLiveness?.forget(id);
+    await changeRole(ctx, owner, g.memberId, 'viewer');
     expect(await toolNames(client)).toEqual(READ_TOOLS);
     const r = await client.callTool({ name: 'create_client', arguments: { name: 'After downgrade' } });
     expect(r.isError).toBe(true);
     expect(textOf(r)).toContain('clients:write');
     await client.close();
-    await changeRole(ctx.db, ctx.clock, owner, g.memberId, 'manager');
+    await changeRole(ctx, owner, g.memberId, 'manager');
   });
 
   it('removing the member ends the connection', async () => {
@@ -342,8 +341,7 @@ describe('changes in the dashboard take effect on the next call (docs/contract.m
     const { member: owner } = await demo(server, 'ada');
     const g = await grant(server, { username: 'linus' });
     expect((await rawCall(g.token, 'list_tasks')).status).toBe(200);
-    for (const id of await removeMember(ctx.db, ctx.clock, owner, g.memberId))
-      ctx.connectionLiveness?.forget(id);
+    await removeMember(ctx, owner, g.memberId);
     const res = await rawCall(g.token, 'list_tasks');
     expect(res.status).toBe(401);
   });

@@ -127,7 +127,7 @@ describe('the dashboard API (docs/contract.md#rest-api, docs/contract.md#errors)
       api(token, `/${g.agencyId}/clients`, { method: 'POST', body: JSON.stringify({ name: 'Role check' }) });
     expect((await create()).status).toBe(201);
     const { member: owner } = await demo(server, 'ada');
-    await changeRole(ctx.db, ctx.clock, owner, g.memberId, 'viewer');
+    await changeRole(ctx, owner, g.memberId, 'viewer');
     expect((await create()).status).toBe(403);
     const access = (await (await api(token, `/${g.agencyId}/access`)).json()) as { permissions: string[] };
     expect(access.permissions).toEqual([
@@ -137,7 +137,7 @@ describe('the dashboard API (docs/contract.md#rest-api, docs/contract.md#errors)
       'projects:read',
       'tasks:read',
     ]);
-    await changeRole(ctx.db, ctx.clock, owner, g.memberId, 'manager');
+    await changeRole(ctx, owner, g.memberId, 'manager');
     await revokeConnection(ctx.db, ctx.clock, g.connection.id, 'disconnected');
     const after = await api(token, `/${g.agencyId}`);
     expect(after.status).toBe(401);

@@ -114,7 +114,7 @@ describe('token exchange (RFC 8693) at POST /oauth/token', () => {
       expect(body).toMatchObject({ error: 'invalid_request' });
       expect(String(body['error_description'])).toMatch(/member/);
       await ctx.db.updateTable('members').set({ status: 'active' }).where('id', '=', g.memberId).execute();
-      await removeMember(ctx.db, ctx.clock, owner, g.memberId);
+      await removeMember(ctx, owner, g.memberId);
       expect((await exchange(server, g.token)).body['error']).toBe('invalid_request');
     });
 

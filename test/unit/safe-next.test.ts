@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { safeNext } from '../../src/dashboard/web-session.js';
+import { safeNext } from '../../src/web/safe-next.js';
 
 /** Where sign-in may send the browser back to: only a path on the authorization server's own origin. */
 describe('safeNext: the open-redirect attempts fall back to the dashboard', () => {

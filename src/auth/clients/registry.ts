@@ -5,6 +5,14 @@ import { ClientCapacityError, makeRoomForClient } from './capacity.js';
 import { CimdError, type CimdPolicy, CimdResolver, looksLikeCimd } from './client-id-metadata-document.js';
 import { DEFAULT_PREREGISTERED_FILE, loadPreregisteredClients } from './preregistered.js';
 
+/** A client as the member pages name it. */
+export interface ClientDescription {
+  name: string;
+  host: string | undefined;
+  /** Undefined when the client is no longer stored (a pruned registration). */
+  kind: ResolvedClient['kind'] | undefined;
+}
+
 export class UnknownClientError extends Error {
   override name = 'UnknownClientError';
 }
@@ -79,17 +87,19 @@ export class ClientRegistry {
     throw new UnknownClientError('The client_id is not known to this server.');
   }
 
-  /** A display name for the dashboard, without fetching anything. */
-  async displayName(clientId: string): Promise<string> {
+  /** How the member pages name a client: its name and host, without fetching anything. */
+  async describe(clientId: string): Promise<ClientDescription> {
     const pre = this.preregistered.get(clientId);
-    if (pre) return pre.name ?? clientId;
+    if (pre) return { name: pre.name ?? clientId, host: clientHost(pre), kind: 'preregistered' };
     const row = await this.ctx.db
       .selectFrom('oauth_clients')
-      .select('metadata')
+      .select(['kind', 'metadata'])
       .where('client_id', '=', clientId)
       .executeTakeFirst();
-    const name = row ? (JSON.parse(row.metadata) as { client_name?: string }).client_name : undefined;
-    return name ?? clientId;
+    if (!row) return { name: clientId, host: undefined, kind: undefined };
+    const meta = JSON.parse(row.metadata) as { client_name?: string; client_uri?: string };
+    const kind = row.kind as ResolvedClient['kind'];
+    return { name: meta.client_name ?? clientId, host: clientHost({ kind, clientId, clientUri: meta.client_uri }), kind };
   }
 
   /** Whether the client has completed a code exchange (a pre-registered client counts as used). */
@@ -115,7 +125,7 @@ export class ClientRegistry {
 }
 
 /** The host a client is known by on the consent page: its metadata URL host, else its client_uri host. */
-export function clientHost(client: ResolvedClient): string | undefined {
+export function clientHost(client: Pick<ResolvedClient, 'kind' | 'clientId' | 'clientUri'>): string | undefined {
   const source = client.kind === 'cimd' ? client.clientId : client.clientUri;
   return source && URL.canParse(source) ? new URL(source).host : undefined;
 }

@@ -1,0 +1,106 @@
+import type { Kysely } from 'kysely';
+import { activeMembership, findAgency } from '../domain/agencies.js';
+import {
+  isPermission,
+  isWritePermission,
+  offerablePermissions,
+  type Permission,
+  type Role,
+  roleHasWrite,
+} from '../domain/permissions.js';
+import { SCOPES } from '../domain/scopes.js';
+import type { Database } from '../store/schema.js';
+import { PageError } from '../web/html.js';
+import type { AuthorizationRequest } from './authorization-request.js';
+
+/**
+ * Consent (docs/contract.md#the-oauth-flow): what the member is offered for a request, and what their answer grants.
+ * The member chooses which of their own permissions the agent may use (the ceiling); write access is offered only
+ * when it was asked for, the member's role can write and the agency allows agents to write.
+ */
+export interface ConsentModel {
+  role: Role | undefined;
+  agency: { id: string; name: string } | undefined;
+  memberId: string | undefined;
+  /** The member's permissions the application may be allowed to use. */
+  offered: Permission[];
+  writeRequested: boolean;
+  writeOffered: boolean;
+  /** Why write access is not offered although it was asked for. */
+  writeRefusal: string | undefined;
+}
+
+/** The consent on offer for this request to this user in the chosen agency (none for the user resources). */
+export async function consentModel(
+  db: Kysely<Database>,
+  req: AuthorizationRequest,
+  userId: string,
+  agencyId: string | undefined,
+): Promise<ConsentModel> {
+  const writeRequested = req.scopes.includes(SCOPES.agencyWrite);
+  if (req.resource.kind === 'user') {
+    const none = { role: undefined, agency: undefined, memberId: undefined, offered: [] };
+    return { ...none, writeRequested, writeOffered: false, writeRefusal: undefined };
+  }
+  const member = agencyId ? await activeMembership(db, userId, agencyId) : undefined;
+  const agency = member ? await findAgency(db, member.agency_id) : undefined;
+  if (!member || !agency) {
+    throw new PageError(403, 'Not a member', 'You are not an active member of that agency.');
+  }
+  const agencyAllowsWrite = agency.agent_write_enabled === 1;
+  const offered = offerablePermissions({ role: member.role, wantsWrite: writeRequested, agencyAllowsWrite });
+  const writeOffered = writeRequested && agencyAllowsWrite && roleHasWrite(member.role);
+  return {
+    role: member.role,
+    agency: { id: agency.id, name: agency.name },
+    memberId: member.id,
+    offered,
+    writeRequested,
+    writeOffered,
+    writeRefusal: writeRefusalOf(writeRequested, member.role, agencyAllowsWrite, agency.name),
+  };
+}
+
+function writeRefusalOf(requested: boolean, role: Role, agencyAllowsWrite: boolean, agencyName: string) {
+  if (!requested) return undefined;
+  if (!roleHasWrite(role)) return `Write access is not offered: your role (${role}) cannot make changes.`;
+  if (!agencyAllowsWrite)
+    return `Write access is not offered: ${agencyName} does not allow agents to make changes.`;
+  return undefined;
+}
+
+/** The member's answer, read from the consent form. */
+export type ConsentDecision = { allow: false } | { allow: true; scopes: string[]; ceiling: Permission[] };
+
+/**
+ * Reads the consent form against what was offered: a permission not offered is refused, and allowing nothing is not
+ * an answer. RFC 6749 §3.3: the granted scope may be narrower than requested — write only when it can be used.
+ */
+export function decideConsent(
+  form: URLSearchParams,
+  req: AuthorizationRequest,
+  model: ConsentModel,
+): ConsentDecision {
+  const decision = form.getAll('decision');
+  if (decision.length !== 1 || (decision[0] !== 'allow' && decision[0] !== 'deny')) {
+    throw new PageError(400, 'Bad request', 'Choose Allow or Deny.');
+  }
+  if (decision[0] === 'deny') return { allow: false };
+  const ticked = form.getAll('ceiling');
+  for (const t of ticked) {
+    if (!isPermission(t) || !model.offered.includes(t)) {
+      throw new PageError(400, 'Bad request', `The permission ${t} cannot be granted here.`);
+    }
+  }
+  const ceiling = model.offered.filter((p) => ticked.includes(p));
+  if (req.resource.kind === 'agency' && ceiling.length === 0) {
+    throw new PageError(400, 'Nothing to allow', 'Tick at least one permission, or choose Deny.');
+  }
+  const grantsWrite = model.writeOffered && ceiling.some(isWritePermission);
+  const scopes = req.scopes.filter((s) => s !== SCOPES.agencyWrite || grantsWrite);
+  // Hosts that never ask for offline_access lose the connection when the 1-hour access token expires. RFC 6749 §3.3
+  // lets the granted scope differ from the requested one (the token response then names it), and RFC 6749 §5.1 leaves
+  // issuing a refresh token to the server: the member may grant "stay connected" on consent.
+  if (!scopes.includes(SCOPES.offline) && form.get('stay_connected') === 'on') scopes.push(SCOPES.offline);
+  return { allow: true, scopes, ceiling };
+}
