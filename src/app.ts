@@ -11,7 +11,7 @@ import { mcpHostCompanions, restHostCompanions } from './companions/hosts.js';
 import { dashboardRoutes } from './dashboard/dashboard.js';
 import { signInRoutes } from './dashboard/sign-in.js';
 import { dashboardApiRoutes } from './dashboard-api/plugin.js';
-import { type Config, knownUrl, publishBinding, SURFACES, type Surface } from './config/config.js';
+import { type Config, knownUrl, publishBindings, SURFACES, type Surface } from './config/config.js';
 import { type AppContext, type Readiness, urls } from './context.js';
 import { type Clock, systemClock } from './base/clock.js';
 import { isConnectionLive } from './domain/connections.js';
@@ -94,6 +94,7 @@ export async function startServices(config: Config, o: StartOptions = {}): Promi
   try {
     for (const surface of o.only ?? SURFACES)
       servers[surface] = await listen(ctx, surface, SURFACE_MODULES[surface]);
+    publishUrls(ctx, servers);
   } catch (e) {
     await Promise.allSettled(Object.values(servers).map((s) => s.close()));
     await ctx.close();
@@ -235,10 +236,22 @@ async function listen(ctx: AppContext, surface: Surface, module: SurfaceModule):
   readinessRoute(app, ctx);
   await app.register(async (scope) => module.plugin(scope, ctx));
   await app.listen({ host: config.host, port: config.ports[surface] });
-  const { port } = app.server.address() as AddressInfo;
-  const url = publishBinding(config, surface, port);
-  ctx.log.info({ surface, url, listen: `${config.host}:${port}` }, 'listening');
   return app;
+}
+
+/**
+ * Publishes where every surface listens, once all have bound: before that, only configured URLs are known (a surface
+ * on port 0 has none until it listens), so nothing reads a URL until the services have started.
+ */
+function publishUrls(ctx: AppContext, servers: Partial<Record<Surface, FastifyInstance>>): void {
+  const ports = Object.fromEntries(
+    Object.entries(servers).map(([surface, app]) => [surface, (app.server.address() as AddressInfo).port]),
+  );
+  const urls = publishBindings(ctx.config, ports);
+  for (const [surface, port] of Object.entries(ports)) {
+    const url = urls[surface as Surface];
+    ctx.log.info({ surface, url, listen: `${ctx.config.host}:${port}` }, 'listening');
+  }
 }
 
 /** Stops accepting, lets in-flight requests finish, then closes the database. */

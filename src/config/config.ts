@@ -93,7 +93,7 @@ export interface Config {
   production: boolean;
   host: string;
   ports: Record<Surface, number>;
-  /** Configured public URLs; a surface on port 0 has none here and gets one when it listens (`publishBinding`). */
+  /** Configured public URLs; a surface on port 0 has none here and gets one once the services listen (`publishBindings`). */
   urls: Record<Surface, string | undefined>;
   dataDir: string;
   databaseUrl: string | undefined;
@@ -262,23 +262,34 @@ export function urlHost(host: string): string {
 }
 
 interface Binding {
-  ports: Partial<Record<Surface, number>>;
-  urls: Partial<Record<Surface, string>>;
+  ports: Readonly<Partial<Record<Surface, number>>>;
+  urls: Readonly<Partial<Record<Surface, string>>>;
 }
 
 /**
  * Where the surfaces actually listen, published beside the frozen configuration (port 0 means "any port", known
- * only after `listen()`). One binding per loaded configuration; each surface is published once.
+ * only after `listen()`): once per loaded configuration, after every surface of the process has bound its port.
  */
 const bindings = new WeakMap<Config, Binding>();
 
-/** Publishes a surface's bound port, and its loopback URL when no public URL was configured; returns its URL. */
-export function publishBinding(config: Config, surface: Surface, port: number): string {
-  let binding = bindings.get(config);
-  if (!binding) bindings.set(config, (binding = { ports: {}, urls: {} }));
-  binding.ports[surface] = port;
-  binding.urls[surface] ??= config.urls[surface] ?? `http://${urlHost(config.host)}:${port}`;
-  return binding.urls[surface];
+/**
+ * Publishes the bound ports of the surfaces this process serves, and the loopback URL of each that has no configured
+ * public URL; returns the public URL of each. Once per configuration: the URLs never change afterwards.
+ */
+export function publishBindings(
+  config: Config,
+  ports: Partial<Record<Surface, number>>,
+): Readonly<Partial<Record<Surface, string>>> {
+  if (bindings.has(config)) throw new Error('The bindings of this configuration are already published');
+  const urls = Object.fromEntries(
+    Object.entries(ports).map(([surface, port]) => [
+      surface,
+      config.urls[surface as Surface] ?? `http://${urlHost(config.host)}:${port}`,
+    ]),
+  );
+  const binding = { ports: Object.freeze({ ...ports }), urls: Object.freeze(urls) };
+  bindings.set(config, binding);
+  return binding.urls;
 }
 
 /** The public URL of a surface if it is configured or already listening, else undefined. */

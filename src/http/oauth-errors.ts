@@ -1,6 +1,6 @@
-import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
-import { isDependencyOutage, OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
+import { type ErrorClass, renderErrors } from './framework-errors.js';
 
 /**
  * Errors of the OAuth endpoints in the RFC 6749 §5.2 shape `{"error","error_description"}` — never the REST error
@@ -46,35 +46,32 @@ export function sendOAuthError(reply: FastifyReply, e: OAuthError): FastifyReply
 /** Error handler for an encapsulated scope of JSON OAuth endpoints (token, register, revoke). */
 export const oauthJsonErrors = fp(
   async (app: FastifyInstance) => {
-    app.setErrorHandler((error, request, reply) => {
-      if (error instanceof OAuthError) return sendOAuthError(reply, error);
-      const e = error as FastifyError;
-      if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-        return sendOAuthError(reply, new OAuthError('invalid_request', 'The request body is too large', 413));
-      }
-      if (e.code?.startsWith('FST_ERR_CTP_') || (e.statusCode && e.statusCode < 500)) {
-        return sendOAuthError(reply, new OAuthError('invalid_request', 'The request body could not be read'));
-      }
-      if (isDependencyOutage(error)) {
-        // RFC 6749 §4.1.2.1 names temporarily_unavailable; used at the JSON endpoints too, with Retry-After.
-        return sendOAuthError(
-          reply,
-          new OAuthError(
-            'temporarily_unavailable',
-            'A service this request needs is unavailable; retry',
-            503,
-            {
-              'retry-after': String(OUTAGE_RETRY_AFTER_SECONDS),
-            },
-          ),
-        );
-      }
-      request.log.error({ err: error }, 'unhandled error');
-      return sendOAuthError(
-        reply,
-        new OAuthError('server_error', `An internal error occurred (request ${request.id})`, 500),
-      );
+    renderErrors(app, {
+      own: (error, _request, reply) =>
+        error instanceof OAuthError ? sendOAuthError(reply, error) : undefined,
+      classified: (error, request, reply) => sendOAuthError(reply, toOAuthError(error, request.id)),
     });
   },
   { name: 'oauth-json-errors' },
 );
+
+function toOAuthError(error: ErrorClass, requestId: string): OAuthError {
+  switch (error.kind) {
+    case 'body_too_large':
+      return new OAuthError('invalid_request', 'The request body is too large', 413);
+    case 'unsupported_media_type':
+    case 'invalid_json':
+    case 'invalid_content_length':
+    case 'invalid_request':
+      return new OAuthError('invalid_request', 'The request body could not be read');
+    case 'unavailable':
+      // RFC 6749 §4.1.2.1 names temporarily_unavailable; used at the JSON endpoints too, with Retry-After.
+      return new OAuthError(
+        'temporarily_unavailable',
+        'A service this request needs is unavailable; retry',
+        503,
+      );
+    case 'internal':
+      return new OAuthError('server_error', `An internal error occurred (request ${requestId})`, 500);
+  }
+}

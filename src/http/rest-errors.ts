@@ -1,9 +1,7 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { isDependencyOutage, OUTAGE_RETRY_AFTER_SECONDS } from './dependency-outage.js';
 import { ApiError } from './errors.js';
-
-const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+import { type ErrorClass, renderErrors, type RouteMiss } from './framework-errors.js';
 
 export interface RestErrorsOptions {
   /** Headers every error response of the surface carries (the REST API's `Svc-Version`, docs/contract.md#errors). */
@@ -21,27 +19,10 @@ export const restErrors = fp<RestErrorsOptions>(
       if (options.errorHeaders) reply.headers(options.errorHeaders(request));
       return sendApiError(request, reply, error);
     };
-
-    app.setErrorHandler((error, request, reply) =>
-      send(request, reply, toApiError(error as FastifyError, request)),
-    );
-
-    app.setNotFoundHandler((request, reply) => {
-      const path = request.url.split('?')[0] ?? '/';
-      const allowed = METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
-      if (allowed.length === 0) {
-        return send(
-          request,
-          reply,
-          new ApiError('route_not_found', `No route for ${request.method} ${path}`),
-        );
-      }
-      const message = `${request.method} is not allowed on ${path}; use ${allowed.join(', ')}`;
-      return send(
-        request,
-        reply,
-        new ApiError('method_not_allowed', message, { headers: { allow: allowed.join(', ') } }),
-      );
+    renderErrors(app, {
+      own: (error, request, reply) => (error instanceof ApiError ? send(request, reply, error) : undefined),
+      classified: (error, request, reply) => send(request, reply, toApiError(error)),
+      routeMiss: (miss, request, reply) => send(request, reply, missToApiError(miss, request.method)),
     });
   },
   { name: 'rest-errors' },
@@ -53,34 +34,38 @@ export function sendApiError(request: FastifyRequest, reply: FastifyReply, error
   return reply.code(error.status).type('application/json; charset=utf-8').send(error.body(request.id));
 }
 
-function toApiError(error: FastifyError | Error, request: FastifyRequest): ApiError {
-  if (error instanceof ApiError) return error;
-  const e = error as FastifyError;
-  switch (e.code) {
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+/** The catalogue code of each class of error (docs/contract.md#errors). */
+function toApiError(error: ErrorClass): ApiError {
+  switch (error.kind) {
+    case 'body_too_large':
       return new ApiError('body_too_large', 'The request body is too large');
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'unsupported_media_type':
       return new ApiError('unsupported_media_type', 'Send the body as application/json', {
         param: 'content-type',
       });
-    case 'FST_ERR_CTP_INVALID_JSON_BODY':
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'invalid_json':
       return new ApiError('invalid_json', 'The request body is not valid JSON');
-    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+    case 'invalid_content_length':
       return new ApiError('invalid_request', 'Content-Length does not match the body', {
         param: 'content-length',
       });
+    case 'invalid_request':
+      return new ApiError('invalid_request', error.message ?? 'The request could not be read');
+    case 'unavailable':
+      return error.retryAfterSeconds === undefined
+        ? new ApiError('service_unavailable', 'The server is shutting down; retry')
+        : new ApiError('service_unavailable', 'A service this request needs is unavailable; retry');
+    case 'internal':
+      return new ApiError(
+        'internal_error',
+        'An internal error occurred; quote the request id when you report it',
+      );
   }
-  if (e.statusCode === 400 && e.validation) return new ApiError('invalid_request', e.message);
-  if (isDependencyOutage(error)) {
-    return new ApiError('service_unavailable', 'A service this request needs is unavailable; retry', {
-      headers: { 'retry-after': String(OUTAGE_RETRY_AFTER_SECONDS) },
-    });
-  }
-  if (e.statusCode === 503) return new ApiError('service_unavailable', 'The server is shutting down; retry');
-  request.log.error({ err: error }, 'unhandled error');
-  return new ApiError(
-    'internal_error',
-    'An internal error occurred; quote the request id when you report it',
-  );
+}
+
+function missToApiError(miss: RouteMiss, method: string): ApiError {
+  if (miss.kind === 'route_not_found')
+    return new ApiError('route_not_found', `No route for ${method} ${miss.path}`);
+  const allowed = miss.allowed.join(', ');
+  return new ApiError('method_not_allowed', `${method} is not allowed on ${miss.path}; use ${allowed}`);
 }

@@ -1,8 +1,8 @@
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
-import { isDependencyOutage, OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import { type ErrorClass, renderErrors } from '../http/framework-errors.js';
 import type { SurfaceServerOptions } from '../http/server.js';
 import { McpAuthError } from './auth.js';
 import type { FastPath } from './fast-path.js';
@@ -34,7 +34,6 @@ export const MCP_SERVER_OPTIONS: SurfaceServerOptions = {
 
 /** Streamable HTTP uses POST for messages, GET for 2025-era streams, DELETE for 2025-era session ends. */
 const MCP_METHODS: HTTPMethods[] = ['POST', 'GET', 'DELETE'];
-const ALL_METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -53,8 +52,26 @@ export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptio
     const problem = hostOrOriginProblem({ host: request.headers.host }, o.allowedHosts());
     if (problem) return sendJsonRpcError(request, reply, 403, JSON_RPC_ERRORS.serverError, problem);
   });
-  app.setErrorHandler((error, request, reply) => sendFastifyError(request, reply, error as FastifyError));
-  app.setNotFoundHandler((request, reply) => sendNotFound(app, request, reply));
+  renderErrors(app, {
+    classified: (error, request, reply) =>
+      sendJsonRpcError(request, reply, error.status, ...jsonRpcOf(error)),
+    routeMiss: (miss, request, reply) =>
+      miss.kind === 'route_not_found'
+        ? sendJsonRpcError(
+            request,
+            reply,
+            404,
+            JSON_RPC_ERRORS.serverError,
+            `Not Found: no route for ${miss.path}`,
+          )
+        : sendJsonRpcError(
+            request,
+            reply,
+            405,
+            JSON_RPC_ERRORS.serverError,
+            `Method not allowed: use ${miss.allowed.join(', ')} on ${miss.path}`,
+          ),
+  });
   app.route({
     method: MCP_METHODS,
     url: o.path,
@@ -152,60 +169,25 @@ export function sendJsonRpcError(
     .send(jsonRpcErrorBody(code, message, request.id));
 }
 
-/** Fastify's own refusals in the JSON-RPC envelope; anything unexpected is logged and answered 500 without detail. */
-function sendFastifyError(request: FastifyRequest, reply: FastifyReply, error: FastifyError): FastifyReply {
-  const known = FASTIFY_ERRORS[error.code];
-  if (known) return sendJsonRpcError(request, reply, known[0], known[1], known[2]);
-  if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
-    return sendJsonRpcError(request, reply, error.statusCode, JSON_RPC_ERRORS.invalidRequest, 'Bad Request');
+/** Each class of error as a JSON-RPC error code and message. */
+function jsonRpcOf(error: ErrorClass): [code: number, message: string] {
+  switch (error.kind) {
+    case 'body_too_large':
+      return [JSON_RPC_ERRORS.serverError, 'Payload Too Large: the request body is too large'];
+    case 'unsupported_media_type':
+      return [JSON_RPC_ERRORS.serverError, 'Unsupported Media Type: Content-Type must be application/json'];
+    case 'invalid_json':
+      return [
+        JSON_RPC_ERRORS.parseError,
+        `Parse error: the body is ${error.empty ? 'empty' : 'not valid JSON'}`,
+      ];
+    case 'invalid_content_length':
+      return [JSON_RPC_ERRORS.invalidRequest, 'Bad Request: Content-Length does not match the body'];
+    case 'invalid_request':
+      return [JSON_RPC_ERRORS.invalidRequest, 'Bad Request'];
+    case 'unavailable':
+      return [JSON_RPC_ERRORS.serverError, 'Service unavailable; retry'];
+    case 'internal':
+      return [JSON_RPC_ERRORS.internalError, 'Internal server error'];
   }
-  if (isDependencyOutage(error)) {
-    reply.header('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
-    return sendJsonRpcError(request, reply, 503, JSON_RPC_ERRORS.serverError, 'Service unavailable; retry');
-  }
-  request.log.error({ err: error }, 'MCP request failed');
-  return sendJsonRpcError(request, reply, 500, JSON_RPC_ERRORS.internalError, 'Internal server error');
-}
-
-const FASTIFY_ERRORS: Record<string, [number, number, string]> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: [
-    413,
-    JSON_RPC_ERRORS.serverError,
-    'Payload Too Large: the request body is too large',
-  ],
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: [
-    415,
-    JSON_RPC_ERRORS.serverError,
-    'Unsupported Media Type: Content-Type must be application/json',
-  ],
-  FST_ERR_CTP_INVALID_JSON_BODY: [400, JSON_RPC_ERRORS.parseError, 'Parse error: the body is not valid JSON'],
-  FST_ERR_CTP_EMPTY_JSON_BODY: [400, JSON_RPC_ERRORS.parseError, 'Parse error: the body is empty'],
-  FST_ERR_CTP_INVALID_CONTENT_LENGTH: [
-    400,
-    JSON_RPC_ERRORS.invalidRequest,
-    'Bad Request: Content-Length does not match the body',
-  ],
-};
-
-/** 404 for unknown paths, 405 with `Allow` (RFC 9110 §15.5.6) for a known path with another method. */
-function sendNotFound(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const path = request.url.split('?')[0] ?? '/';
-  const allowed = ALL_METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
-  if (allowed.length === 0) {
-    return sendJsonRpcError(
-      request,
-      reply,
-      404,
-      JSON_RPC_ERRORS.serverError,
-      `Not Found: no route for ${path}`,
-    );
-  }
-  reply.header('allow', allowed.join(', '));
-  return sendJsonRpcError(
-    request,
-    reply,
-    405,
-    JSON_RPC_ERRORS.serverError,
-    `Method not allowed: use ${allowed.join(', ')} on ${path}`,
-  );
 }

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { acceptForms } from './form.js';
-import { isDependencyOutage, OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
+import { renderErrors } from '../http/framework-errors.js';
 import { CSS, layout, markup, PageError } from './html.js';
 
 /** CSP of every page: no scripts at all, styles from our own stylesheet, never framed (clickjacking). */
@@ -28,39 +28,35 @@ export function pageScope(app: FastifyInstance, _ctx?: unknown): void {
     if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
     return payload;
   });
-  app.setErrorHandler((error, request, reply) => {
-    if (error instanceof PageError)
-      return sendPage(reply, error.status, error.title, markup`<p class="error">${error.message}</p>`);
-    const e = error as { statusCode?: number; code?: string };
-    if (e.statusCode && e.statusCode < 500) {
+  renderErrors(app, {
+    own: (error, _request, reply) =>
+      error instanceof PageError
+        ? sendPage(reply, error.status, error.title, markup`<p class="error">${error.message}</p>`)
+        : undefined,
+    classified: (error, request, reply) => {
+      const [title, text] =
+        PAGE_TEXTS[error.kind === 'internal' || error.kind === 'unavailable' ? error.kind : 'bad'];
       return sendPage(
         reply,
-        e.statusCode,
-        'Bad request',
-        markup`<p class="error">The request could not be read.</p>`,
+        error.status,
+        title,
+        markup`<p class="error">${text.replace('%id', request.id)}</p>`,
       );
-    }
-    if (isDependencyOutage(error)) {
-      reply.header('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
-      return sendPage(
-        reply,
-        503,
-        'Temporarily unavailable',
-        markup`<p class="error">The service cannot answer right now. Try again in a few seconds.</p>`,
-      );
-    }
-    request.log.error({ err: error }, 'unhandled error');
-    return sendPage(
-      reply,
-      500,
-      'Something went wrong',
-      markup`<p class="error">An internal error occurred. Quote ${request.id} if you report it.</p>`,
-    );
+    },
   });
   app.get('/assets/dashboard.css', async (_request, reply) =>
     reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=3600').send(CSS),
   );
 }
+
+const PAGE_TEXTS = {
+  bad: ['Bad request', 'The request could not be read.'],
+  unavailable: [
+    'Temporarily unavailable',
+    'The service cannot answer right now. Try again in a few seconds.',
+  ],
+  internal: ['Something went wrong', 'An internal error occurred. Quote %id if you report it.'],
+} as const;
 
 export function sendPage(
   reply: FastifyReply,

@@ -4,7 +4,7 @@ import {
   ConfigError,
   knownUrl,
   loadConfig,
-  publishBinding,
+  publishBindings,
   urlOf,
 } from '../../src/config/config.js';
 
@@ -51,8 +51,11 @@ describe('configuration from the environment', () => {
     const c = load({ API_PORT: '0', MCP_PORT: '0', MCP_URL: 'https://mcp.example.com' });
     expect(knownUrl(c, 'api')).toBeUndefined();
     expect(() => urlOf(c, 'api')).toThrow(/not known before it listens/);
-    expect(publishBinding(c, 'api', 41234)).toBe('http://127.0.0.1:41234');
-    expect(publishBinding(c, 'mcp', 41235)).toBe('https://mcp.example.com');
+    const published = publishBindings(c, { api: 41234, mcp: 41235 });
+    expect(published.api).toBe('http://127.0.0.1:41234');
+    expect(published.mcp).toBe('https://mcp.example.com');
+    expect(Object.isFrozen(published)).toBe(true);
+    expect(() => publishBindings(c, { api: 1 })).toThrow(/already published/);
     expect(urlOf(c, 'api')).toBe('http://127.0.0.1:41234');
     expect(boundPort(c, 'api')).toBe(41234);
     expect(boundPort(c, 'auth')).toBe(4003);

@@ -1,0 +1,88 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import { isDependencyOutage, OUTAGE_RETRY_AFTER_SECONDS } from './dependency-outage.js';
+
+/**
+ * What went wrong with a request, whatever surface it reached: Fastify's own refusals, a dependency outage, a request
+ * for a route that does not exist. Classified here once; each surface only renders the class in its own shape (the
+ * REST error object, RFC 6749 JSON, an HTML page, JSON-RPC).
+ */
+export type ErrorClass =
+  | { kind: 'body_too_large'; status: 413 }
+  | { kind: 'unsupported_media_type'; status: 415 }
+  | { kind: 'invalid_json'; status: 400; empty: boolean }
+  | { kind: 'invalid_content_length'; status: 400 }
+  /** Any other refusal of the request by the framework; `message` is safe to show (schema validation). */
+  | { kind: 'invalid_request'; status: number; message: string | undefined }
+  /** A dependency is down (`retryAfterSeconds` set), or the server is shutting down. */
+  | { kind: 'unavailable'; status: 503; retryAfterSeconds: number | undefined }
+  /** A bug: logged with its stack under the request id, answered without detail. */
+  | { kind: 'internal'; status: 500 };
+
+const BY_CODE: Record<string, ErrorClass> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: { kind: 'body_too_large', status: 413 },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { kind: 'unsupported_media_type', status: 415 },
+  FST_ERR_CTP_INVALID_JSON_BODY: { kind: 'invalid_json', status: 400, empty: false },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { kind: 'invalid_json', status: 400, empty: true },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { kind: 'invalid_content_length', status: 400 },
+};
+
+export function classifyError(error: unknown): ErrorClass {
+  const e = (typeof error === 'object' && error !== null ? error : {}) as Partial<FastifyError>;
+  const known = typeof e.code === 'string' ? BY_CODE[e.code] : undefined;
+  if (known) return known;
+  if (isDependencyOutage(error)) {
+    return { kind: 'unavailable', status: 503, retryAfterSeconds: OUTAGE_RETRY_AFTER_SECONDS };
+  }
+  const status = e.statusCode ?? 500;
+  if (status === 503) return { kind: 'unavailable', status: 503, retryAfterSeconds: undefined };
+  if (status >= 400 && status < 500) {
+    return { kind: 'invalid_request', status, message: e.validation ? e.message : undefined };
+  }
+  return { kind: 'internal', status: 500 };
+}
+
+/** No route answers this request: no route has the path (404), or not with this method (405, RFC 9110 §15.5.6). */
+export type RouteMiss =
+  | { kind: 'route_not_found'; path: string }
+  | { kind: 'method_not_allowed'; path: string; allowed: HTTPMethods[] };
+
+const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+export function routeMiss(app: FastifyInstance, request: FastifyRequest): RouteMiss {
+  const path = request.url.split('?')[0] ?? '/';
+  const allowed = METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
+  return allowed.length === 0
+    ? { kind: 'route_not_found', path }
+    : { kind: 'method_not_allowed', path, allowed };
+}
+
+/** How a surface answers errors: its own error type first, then the classes above, and route misses. */
+export interface ErrorRendering {
+  /** The surface's own error (ApiError, OAuthError, PageError...): rendered as it is, or undefined if not one. */
+  own?(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply | undefined;
+  classified(error: ErrorClass, request: FastifyRequest, reply: FastifyReply): FastifyReply;
+  /** Unset: the parent scope's not-found handler answers. */
+  routeMiss?(miss: RouteMiss, request: FastifyRequest, reply: FastifyReply): FastifyReply;
+}
+
+/** Installs a scope's error and not-found handlers; the one place unexpected errors are logged. */
+export function renderErrors(app: FastifyInstance, rendering: ErrorRendering): void {
+  app.setErrorHandler((error, request, reply) => {
+    const own = rendering.own?.(error, request, reply);
+    if (own) return own;
+    const classified = classifyError(error);
+    if (classified.kind === 'internal') request.log.error({ err: error }, 'unhandled error');
+    if (classified.kind === 'unavailable' && classified.retryAfterSeconds !== undefined) {
+      reply.header('retry-after', String(classified.retryAfterSeconds));
+    }
+    return rendering.classified(classified, request, reply);
+  });
+  const renderMiss = rendering.routeMiss;
+  if (renderMiss) {
+    app.setNotFoundHandler((request, reply) => {
+      const miss = routeMiss(app, request);
+      if (miss.kind === 'method_not_allowed') reply.header('allow', miss.allowed.join(', '));
+      return renderMiss(miss, request, reply);
+    });
+  }
+}
