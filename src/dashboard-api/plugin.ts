@@ -9,7 +9,7 @@ import { invoke, OPERATIONS, type Operation, type OperationId } from './operatio
 const AGENCY_ID = /^agy_[A-Za-z0-9]{1,64}$/;
 
 /**
- * The dashboard API at `{AUTH_URL}/api/agencies/{agency_id}/...` (issue 5, docs/contract.md#agency-mcp-server), JSON in the REST conventions
+ * The dashboard API at `{AUTH_URL}/api/agencies/{agency_id}/...` (docs/contract.md#agency-mcp-server), JSON in the REST conventions
  * of docs/contract.md#rest-api with docs/contract.md#errors errors (the auth surface's `restErrors`). Accepts the dashboard API token minted by the
  * token exchange, and, for reads only (no CSRF exposure), the member's own signed-in web session. An agent's access
  * token is refused: it is another kind of token, for another audience.

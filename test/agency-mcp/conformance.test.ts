@@ -5,7 +5,7 @@ import { ENGINE, startTestServer } from '../helpers/harness.js';
 import { grant } from './helpers.js';
 
 /**
- * The official MCP conformance runner's generic server scenarios (issue 5 item 6) against the agency MCP server at
+ * The official MCP conformance runner's generic server scenarios against the agency MCP server at
  * `{AGENCY_MCP_URL}/mcp`, through the bearer-adding proxy with a valid agency access token (ada, owner of Northwind
  * Studio, both scopes, her whole role as the ceiling), at the 2026-07-28 and 2025-11-25 requirement sets.
  */

@@ -26,7 +26,7 @@ import type { McpVersion } from '../helpers/mcp.js';
 import { demo, READ_TOOLS, WRITE_TOOLS } from './helpers.js';
 
 /**
- * Issue 5 item 5: the whole flow with real clients. `@modelcontextprotocol/client` 2.x, with an OAuth client provider
+ * The whole flow with real clients. `@modelcontextprotocol/client` 2.x, with an OAuth client provider
  * of its own, against the running servers; the member's consent and the dashboard actions done in chromium:
  *
  * 401 → protected-resource metadata → authorization-server metadata → registration (a Client ID Metadata Document

@@ -16,7 +16,7 @@ import {
   token,
 } from './oauth-helpers.js';
 
-/** The named negative cases of issue 4 (and a few more), run on the engine TEST_DATABASE selects. */
+/** Named negative cases of the authorization request, run on the engine TEST_DATABASE selects. */
 
 const AGENCY_MCP_URL = 'http://127.0.0.1:4102';
 const RESOURCE = `${AGENCY_MCP_URL}/mcp`;

@@ -4,7 +4,7 @@ import { describeConformance } from '../helpers/conformance.js';
 import { signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 
 /**
- * The official MCP conformance runner (issue 3 item 4) against the user MCP server, at the 2026-07-28 and 2025-11-25
+ * The official MCP conformance runner against the user MCP server, at the 2026-07-28 and 2025-11-25
  * requirement sets (test/helpers/conformance.ts). The runner needs Node 22, fetched as a registry package
  * (`npx -p node@22`); only when that cannot be installed is the suite skipped, and the reason printed.
  */
