@@ -3,12 +3,12 @@ import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import { agencyCallOf } from './auth.js';
 import type { DashboardGateway } from './gateway.js';
 import { AGENCY_SERVER_INFO, toolResult } from './server.js';
-import { AGENCY_TOOLS } from './tools.js';
+import { AGENCY_TOOLS, type AgencyToolDefinition } from './tools.js';
 
 const LEGACY_REVISIONS = MCP_PROTOCOL_VERSIONS.filter((v) => v !== MODERN_REVISION);
 
 /** Read tools a call may name with no arguments at all (the only calls `canonicalToolCall` recognises). */
-const NO_ARGUMENT_READ_TOOLS = new Map(
+const NO_ARGUMENT_READ_TOOLS = new Map<string, AgencyToolDefinition>(
   AGENCY_TOOLS.filter((t) => !t.write && t.inputSchema.safeParse({}).success).map((t) => [t.name, t]),
 );
 

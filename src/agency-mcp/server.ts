@@ -105,7 +105,7 @@ export function agencyServerFactory(gateway: DashboardGateway): McpServerFactory
   };
 }
 
-const BY_NAME = new Map(COMPILED.map((t) => [t.definition.name, t]));
+const BY_NAME = new Map<string, CompiledTool>(COMPILED.map((t) => [t.definition.name, t]));
 
 /**
  * tools/list: the tools the effective permissions allow. tools/call: only the called tool (registering fifteen tools

@@ -23,6 +23,7 @@ import {
   ProjectSchema,
   TaskSchema,
 } from '../dashboard-api/resources.js';
+import { AGENCY_TOOL_PERMISSIONS, type AgencyToolName } from '../domain/agency-tools.js';
 import type { Permission } from '../domain/permissions.js';
 
 /**
@@ -31,13 +32,16 @@ import type { Permission } from '../domain/permissions.js';
  * server card can publish this table as it is.
  */
 export interface AgencyToolDefinition {
-  name: string;
+  name: AgencyToolName;
   title: string;
   description: string;
   inputSchema: z.ZodObject;
   outputSchema: z.ZodObject;
   annotations: ToolAnnotations;
-  /** The effective permission the tool needs; without it the tool is not listed, and a call is a tool error. */
+  /**
+   * The effective permission the tool needs (from AGENCY_TOOL_PERMISSIONS); without it the tool is not listed, and a
+   * call is a tool error.
+   */
   permission: Permission;
   /** Write tools need the `agency:mcp:write` scope (docs/contract.md#tokens: 403 insufficient_scope without it). */
   write: boolean;
@@ -67,7 +71,7 @@ const UPDATE: ToolAnnotations = {
 const PAGING =
   'Returns one page (limit, default 20, at most 100); pass next_cursor as cursor for the next page.';
 
-export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
+const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
   {
     name: 'get_agency',
     title: 'Get the agency',
@@ -75,7 +79,6 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: z.strictObject({}),
     outputSchema: AgencySchema,
     annotations: READ,
-    permission: 'agency:read',
     write: false,
     operation: 'agency.get',
   },
@@ -86,7 +89,6 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: ListInput,
     outputSchema: listSchema(MemberSchema),
     annotations: READ,
-    permission: 'members:read',
     write: false,
     operation: 'members.list',
   },
@@ -97,7 +99,6 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: z.strictObject({ member_id: ids.member }),
     outputSchema: MemberSchema,
     annotations: READ,
-    permission: 'members:read',
     write: false,
     operation: 'members.get',
   },
@@ -108,7 +109,6 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: ListInput,
     outputSchema: listSchema(ClientSchema),
     annotations: READ,
-    permission: 'clients:read',
     write: false,
     operation: 'clients.list',
   },
@@ -119,7 +119,6 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: z.strictObject({ client_id: ids.client }),
     outputSchema: ClientSchema,
     annotations: READ,
-    permission: 'clients:read',
     write: false,
     operation: 'clients.get',
   },
@@ -130,7 +129,6 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: ListProjectsInput,
     outputSchema: listSchema(ProjectSchema),
     annotations: READ,
-    permission: 'projects:read',
     write: false,
     operation: 'projects.list',
   },
@@ -141,7 +139,6 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: z.strictObject({ project_id: ids.project }),
     outputSchema: ProjectSchema,
     annotations: READ,
-    permission: 'projects:read',
     write: false,
     operation: 'projects.get',
   },
@@ -152,7 +149,6 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: ListTasksInput,
     outputSchema: listSchema(TaskSchema),
     annotations: READ,
-    permission: 'tasks:read',
     write: false,
     operation: 'tasks.list',
   },
@@ -163,7 +159,6 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: CreateClientInput,
     outputSchema: ClientSchema,
     annotations: CREATE,
-    permission: 'clients:write',
     write: true,
     operation: 'clients.create',
   },
@@ -175,7 +170,6 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: UpdateClientFields.extend({ client_id: ids.client }),
     outputSchema: ClientSchema,
     annotations: UPDATE,
-    permission: 'clients:write',
     write: true,
     operation: 'clients.update',
   },
@@ -186,7 +180,6 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: CreateProjectInput,
     outputSchema: ProjectSchema,
     annotations: CREATE,
-    permission: 'projects:write',
     write: true,
     operation: 'projects.create',
   },
@@ -198,7 +191,6 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: UpdateProjectFields.extend({ project_id: ids.project }),
     outputSchema: ProjectSchema,
     annotations: UPDATE,
-    permission: 'projects:write',
     write: true,
     operation: 'projects.update',
   },
@@ -209,7 +201,6 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: CreateTaskInput,
     outputSchema: TaskSchema,
     annotations: CREATE,
-    permission: 'tasks:write',
     write: true,
     operation: 'tasks.create',
   },
@@ -221,7 +212,6 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: UpdateTaskFields.extend({ task_id: ids.task }),
     outputSchema: TaskSchema,
     annotations: UPDATE,
-    permission: 'tasks:write',
     write: true,
     operation: 'tasks.update',
   },
@@ -232,11 +222,15 @@ export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = [
     inputSchema: AddNoteInput,
     outputSchema: NoteSchema,
     annotations: CREATE,
-    permission: 'notes:write',
     write: true,
     operation: 'notes.create',
   },
 ];
+
+export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = TOOLS.map((tool) => ({
+  ...tool,
+  permission: AGENCY_TOOL_PERMISSIONS[tool.name],
+}));
 
 export const WRITE_TOOL_NAMES: ReadonlySet<string> = new Set(
   AGENCY_TOOLS.filter((t) => t.write).map((t) => t.name),

@@ -139,7 +139,7 @@ class AuthorizationFlow {
     const model = await consentModel(this.ctx.db, req, userId, agencyId);
     const nav = await this.nav(request, reply, userId);
     reply.header('content-security-policy', contentSecurityPolicy(consentFormActions(req)));
-    return sendPage(reply, 200, consentTitle(req), consentView(req, model, nav.csrf), nav);
+    return sendPage(reply, 200, consentTitle(req, model), consentView(req, model, nav.csrf), nav);
   }
 
   /**

@@ -1,10 +1,11 @@
 import type { MembershipView } from '../domain/agencies.js';
-import { PERMISSION_LABELS } from '../domain/permissions.js';
+import { isWritePermission, PERMISSION_LABELS, type Permission } from '../domain/permissions.js';
 import { SCOPE_LABELS, SCOPES } from '../domain/scopes.js';
 import { markup } from '../web/html.js';
+import { dateLabel } from '../web/when.js';
 import type { AuthorizationRequest } from './authorization-request.js';
 import { clientHost } from './clients/registry.js';
-import type { ConsentModel } from './consent.js';
+import type { ConsentModel, ExistingConnection } from './consent.js';
 import { isLoopbackRedirect } from './redirect-uri.js';
 
 /** The pages of the authorization endpoint: which agency, then what the application may do there. */
@@ -38,33 +39,46 @@ export function consentFormActions(req: AuthorizationRequest): string[] {
   return ["'self'", web ? redirect.origin : redirect.protocol];
 }
 
-export function consentTitle(req: AuthorizationRequest): string {
-  return `Connect ${appName(req)}`;
+export function consentTitle(req: AuthorizationRequest, m: ConsentModel): string {
+  return m.existing ? `Update access for ${appName(req)}` : `Connect ${appName(req)}`;
 }
 
-/** Who asks, where the answer goes, in which agency, what it asks for, and the member's choice. */
+/**
+ * Who asks, where the answer goes, in which agency, what changes when the app is already connected, what it asks
+ * for, and the member's choice: ticked, only what the tools the request asks for can use (domain/agency-tools.ts).
+ */
 export function consentView(req: AuthorizationRequest, m: ConsentModel, csrf: string): Markup {
   const shownScopes = req.scopes.filter((s) => s !== SCOPES.agencyWrite || m.writeOffered);
   return markup`${whoAsksView(req, m)}
+${m.existing ? changeView(req, m, m.existing) : ''}
 <h2>It asks to</h2>
-<ul class="scopes">${shownScopes.map((s) => markup`<li>${SCOPE_LABELS[s] ?? s} <code class="muted">${s}</code></li>`)}</ul>
+<ul class="scopes">${shownScopes.map((s) => markup`<li>${SCOPE_LABELS[s] ?? s}</li>`)}</ul>
 ${m.writeRefusal ? markup`<p class="muted">${m.writeRefusal}</p>` : ''}
 <form method="post" action="/oauth2/auth/consent">
   <input type="hidden" name="csrf" value="${csrf}">
   <input type="hidden" name="request" value="${req.query}">
   ${m.agency ? markup`<input type="hidden" name="agency_id" value="${m.agency.id}">` : ''}
-  ${ceilingView(m)}
+  ${ceilingView(req, m)}
   ${
     req.scopes.includes(SCOPES.offline)
       ? ''
-      : markup`<label><input type="checkbox" name="stay_connected" value="on" checked> Stay connected: the application may renew its access without asking you again, until you disconnect it</label>`
+      : markup`<label class="check"><input type="checkbox" name="stay_connected" value="on" checked> Stay connected: the application may renew its access without asking you again, until you disconnect it</label>`
   }
+  <p class="muted">You can disconnect ${appName(req)} at any time: <a href="/dashboard">Dashboard</a> → Connected apps.</p>
   <div class="actions">
     <button type="submit" name="decision" value="allow" class="primary">Allow</button>
     <button type="submit" name="decision" value="deny">Deny</button>
   </div>
+  ${technicalDetails(req, m, shownScopes)}
 </form>`;
 }
+
+/** How far the client's name can be trusted: known to the operator, tied to a web address, or self-declared. */
+const VERIFICATION: Record<AuthorizationRequest['client']['kind'], string> = {
+  preregistered: 'Verified: a known application, registered by the operator of this service.',
+  cimd: 'Identified by its web address: its name comes from a document published on that site.',
+  dcr: 'Not verified: this application registered itself; its name is not verified. Check the address you are sent back to.',
+};
 
 /** The application, its host, whether its name is verified, where the answer goes, and the agency. */
 function whoAsksView(req: AuthorizationRequest, m: ConsentModel): Markup {
@@ -72,17 +86,48 @@ function whoAsksView(req: AuthorizationRequest, m: ConsentModel): Markup {
   const redirect = new URL(req.redirectUri);
   const redirectHost = redirect.host || `${redirect.protocol}`;
   return markup`<p><strong>${appName(req)}</strong>${host ? markup` <span class="muted">(${host})</span>` : ''} wants to act for you${m.agency ? markup` in <strong>${m.agency.name}</strong>${m.role ? markup` <span class="muted">(your role: ${m.role})</span>` : ''}` : ''}.</p>
-${req.client.kind === 'dcr' ? markup`<p class="muted">This application registered itself; its name is not verified. Check the address you are sent back to.</p>` : ''}
+<p class="${req.client.kind === 'dcr' ? 'warning' : 'muted'}">${VERIFICATION[req.client.kind]}</p>
 <p>After you decide, you go back to <strong>${redirectHost}</strong>.</p>
 ${isLoopbackRedirect(req.redirectUri) ? markup`<p class="warning" role="note">This application receives the answer on your own computer (${redirectHost}). Continue only if you started this from an application running on this device.</p>` : ''}`;
 }
 
-function ceilingView(m: ConsentModel): Markup | '' {
+/** A re-authorization: what the app may do today, and what allowing this (as ticked) adds or takes away. */
+function changeView(req: AuthorizationRequest, m: ConsentModel, existing: ExistingConnection): Markup {
+  const adds = m.offered.filter((p) => !existing.permissions.includes(p));
+  const drops = existing.permissions.filter((p) => !m.offered.includes(p));
+  const words = (list: Permission[]) => list.map((p) => lower(PERMISSION_LABELS[p])).join(', ');
+  const what = existing.permissions.some(isWritePermission) ? 'read and write access' : 'read access';
+  return markup`<p class="notice" role="note"><strong>${appName(req)}</strong> is already connected${m.agency ? markup` to ${m.agency.name}` : ''} with ${what}, since ${dateLabel(existing.since)}.
+${adds.length ? markup` Allowing this adds: ${words(adds)}.` : ''}${drops.length ? markup` It would no longer: ${words(drops)}.` : ''}${adds.length + drops.length === 0 ? ' Allowing this changes nothing it may do.' : ''}
+What you allow here replaces what it was allowed before.</p>`;
+}
+
+const lower = (s: string) => s.charAt(0).toLowerCase() + s.slice(1);
+
+function ceilingView(req: AuthorizationRequest, m: ConsentModel): Markup | '' {
   if (m.offered.length === 0) return '';
-  return markup`<fieldset><legend>What the application may use of your permissions</legend>
-  ${m.offered.map(
-    (perm) =>
-      markup`<label><input type="checkbox" name="ceiling" value="${perm}" checked> ${PERMISSION_LABELS[perm]} <code class="muted">${perm}</code></label>`,
-  )}
-  </fieldset>`;
+  const reads = m.offered.filter((p) => !isWritePermission(p));
+  const writes = m.offered.filter(isWritePermission);
+  const group = (legend: string, perms: Permission[]) =>
+    perms.length
+      ? markup`<fieldset><legend>${legend}</legend>
+  ${perms.map((perm) => markup`<label class="check"><input type="checkbox" name="ceiling" value="${perm}" checked> ${PERMISSION_LABELS[perm]}</label>`)}
+  </fieldset>`
+      : '';
+  return markup`<h2>What ${appName(req)} may do${m.agency ? markup` in ${m.agency.name}` : ''}</h2>
+<p class="muted">Untick anything it should not do. It never gets more than your own role allows.</p>
+${group('See', reads)}
+${group('Make changes', writes)}`;
+}
+
+/** The codes behind the words, for those who want them (developers, support). */
+function technicalDetails(req: AuthorizationRequest, m: ConsentModel, scopes: string[]): Markup {
+  return markup`<details><summary>Technical details</summary>
+<dl>
+  <dt>Client ID</dt><dd><code>${req.client.clientId}</code></dd>
+  <dt>Scopes</dt><dd>${scopes.map((s) => markup`<code>${s}</code> `)}</dd>
+  ${m.offered.length ? markup`<dt>Permissions</dt><dd>${m.offered.map((p) => markup`<code>${p}</code> `)}</dd>` : ''}
+  <dt>Resource</dt><dd><code>${req.resource.uri}</code></dd>
+</dl>
+</details>`;
 }

@@ -1,9 +1,12 @@
 import type { Kysely } from 'kysely';
 import { activeMembership, findAgency } from '../domain/agencies.js';
+import { findActiveConnectionOfApp } from '../domain/connections.js';
 import {
+  effectivePermissions,
   isPermission,
   isWritePermission,
   offerablePermissions,
+  parseList,
   type Permission,
   type Role,
   roleHasWrite,
@@ -28,6 +31,15 @@ export interface ConsentModel {
   writeOffered: boolean;
   /** Why write access is not offered although it was asked for. */
   writeRefusal: string | undefined;
+  /** The app's connection in this agency when it is already connected: this consent will replace it. */
+  existing: ExistingConnection | undefined;
+}
+
+/** What an app already connected may do, so a re-authorization (a step-up, a reconnect) can say what changes. */
+export interface ExistingConnection {
+  since: number;
+  /** The permissions it may use now. */
+  permissions: Permission[];
 }
 
 /** The consent on offer for this request to this user in the chosen agency (none for the user resources). */
@@ -39,7 +51,13 @@ export async function consentModel(
 ): Promise<ConsentModel> {
   const writeRequested = req.scopes.includes(SCOPES.agencyWrite);
   if (req.resource.kind === 'user') {
-    const none = { role: undefined, agency: undefined, memberId: undefined, offered: [] };
+    const none = {
+      role: undefined,
+      agency: undefined,
+      memberId: undefined,
+      offered: [],
+      existing: undefined,
+    };
     return { ...none, writeRequested, writeOffered: false, writeRefusal: undefined };
   }
   const member = agencyId ? await activeMembership(db, userId, agencyId) : undefined;
@@ -58,7 +76,31 @@ export async function consentModel(
     writeRequested,
     writeOffered,
     writeRefusal: writeRefusalOf(writeRequested, member.role, agencyAllowsWrite, agency.name),
+    existing: await existingConnection(db, req, userId, member.role, agency),
   };
+}
+
+async function existingConnection(
+  db: Kysely<Database>,
+  req: AuthorizationRequest,
+  userId: string,
+  role: Role,
+  agency: { id: string; agent_write_enabled: number },
+): Promise<ExistingConnection | undefined> {
+  const row = await findActiveConnectionOfApp(db, {
+    user_id: userId,
+    agency_id: agency.id,
+    client_id: req.client.clientId,
+    resource: req.resource.uri,
+  });
+  if (!row) return undefined;
+  const permissions = effectivePermissions({
+    ceiling: parseList(row.ceiling),
+    role,
+    scopes: new Set(parseList(row.scopes)),
+    agencyAllowsWrite: agency.agent_write_enabled === 1,
+  });
+  return { since: row.created_at, permissions };
 }
 
 function writeRefusalOf(requested: boolean, role: Role, agencyAllowsWrite: boolean, agencyName: string) {

@@ -1,92 +1,162 @@
 import type { ClientDescription, ClientRegistry } from '../auth/clients/registry.js';
 import type { AppContext } from '../context.js';
 import { listAgencyMembers, listMemberships, type MembershipView } from '../domain/agencies.js';
-import { type AuditRow, listAuditEvents } from '../domain/audit.js';
+import { type AuditEntry, listAuditHistory } from '../domain/audit.js';
 import {
   type ConnectionRow,
   listMemberConnections,
   listUserLevelConnections,
 } from '../domain/connections.js';
-import { roleAllows } from '../domain/permissions.js';
+import { effectivePermissions, parseList, type Permission, roleAllows } from '../domain/permissions.js';
+import { PageError } from '../web/html.js';
 
-/** What the member dashboard shows, read from the domain; the views in dashboard-view.ts only render it. */
+/** What the member pages show, read from the domain; the views only render it. */
 
-/** A connected application as the member sees it: the grant and how the app is named. */
+/** A connected application as the member sees it: the grant, how the app is named, and what it may do now. */
 export interface ConnectedApp {
   connection: ConnectionRow;
   client: ClientDescription;
+  /** What the app may do at this moment (docs/contract.md#permissions); empty for the user resources. */
+  permissions: Permission[];
+}
+
+/** The apps connected to one agency for the member (or to the member's own account). */
+export interface AppGroup {
+  /** Undefined for the user's own account (OAUTH_USER_RESOURCES). */
+  membership: MembershipView | undefined;
+  apps: ConnectedApp[];
+}
+
+export interface ConnectedAppsPage {
+  memberships: MembershipView[];
+  /** One group per agency the member belongs to, then the account's when it has any or they can be granted. */
+  groups: AppGroup[];
+}
+
+/** Every app connected for the user, in every agency and on the account: nothing is behind an agency switch. */
+export async function loadConnectedApps(
+  ctx: AppContext,
+  registry: ClientRegistry,
+  userId: string,
+): Promise<ConnectedAppsPage> {
+  const memberships = await listMemberships(ctx.db, userId);
+  const describe = describer(registry);
+  const groups: AppGroup[] = await Promise.all(
+    memberships.map(async (membership) => ({
+      membership,
+      apps: await Promise.all(
+        (await listMemberConnections(ctx.db, membership.member.id)).map(async (c) => ({
+          connection: c,
+          client: await describe(c.client_id),
+          permissions: permissionsNow(c, membership),
+        })),
+      ),
+    })),
+  );
+  const account = await listUserLevelConnections(ctx.db, userId);
+  if (account.length > 0 || ctx.config.oauth.userResources) {
+    const apps = await Promise.all(
+      account.map(async (c) => ({ connection: c, client: await describe(c.client_id), permissions: [] })),
+    );
+    groups.push({ membership: undefined, apps });
+  }
+  // Agencies where the member has apps first, most recently used first: the page opens where the apps are.
+  groups.sort((a, b) => lastActivity(b) - lastActivity(a));
+  return { memberships, groups };
+}
+
+function permissionsNow(c: ConnectionRow, m: MembershipView): Permission[] {
+  return effectivePermissions({
+    ceiling: parseList(c.ceiling),
+    role: m.member.role,
+    scopes: new Set(parseList(c.scopes)),
+    agencyAllowsWrite: m.agency.agent_write_enabled === 1,
+  });
+}
+
+const lastActivity = (g: AppGroup) =>
+  Math.max(-1, ...g.apps.map((a) => a.connection.last_used_at ?? a.connection.created_at));
+
+/** One lookup per client id per page. */
+function describer(registry: ClientRegistry) {
+  const seen = new Map<string, Promise<ClientDescription>>();
+  return (clientId: string) => {
+    let d = seen.get(clientId);
+    if (!d) seen.set(clientId, (d = registry.describe(clientId)));
+    return d;
+  };
+}
+
+/** An agency page's frame: the member's memberships (to switch agency) and the one shown. */
+export interface AgencyPage {
+  memberships: MembershipView[];
+  current: MembershipView;
+}
+
+/** The signed-in user's membership in the agency of the page, or a 404 page (not theirs, or no such agency). */
+export async function loadAgencyPage(ctx: AppContext, userId: string, agencyId: string): Promise<AgencyPage> {
+  const memberships = await listMemberships(ctx.db, userId);
+  const current = memberships.find((m) => m.agency.id === agencyId);
+  if (!current) throw new PageError(404, 'Not found', 'You are not a member of that agency.');
+  return { memberships, current };
 }
 
 export type AgencyMember = Awaited<ReturnType<typeof listAgencyMembers>>[number];
 
-export interface AgencyDashboard {
-  membership: MembershipView;
-  apps: ConnectedApp[];
-  /** The agency's members, for those who may manage them. */
-  members: AgencyMember[] | undefined;
-  /** Whether the member may change the agency's settings. */
-  canManageSettings: boolean;
-  /** The latest audit events: the agency's for managers, the member's own otherwise. */
-  audit: AuditRow[];
+export interface MembersPage extends AgencyPage {
+  members: AgencyMember[];
+  /** Owners and admins change roles and remove members; everyone may see who is a member. */
+  canManage: boolean;
 }
 
-export interface Dashboard {
-  memberships: MembershipView[];
-  /** The agency shown, when the user belongs to any: the one asked for, else the first. */
-  agency: AgencyDashboard | undefined;
-  /** Grants of the user's own resources; undefined when there are none and they cannot be granted. */
-  accountApps: ConnectedApp[] | undefined;
+export async function loadMembers(ctx: AppContext, userId: string, agencyId: string): Promise<MembersPage> {
+  const page = await loadAgencyPage(ctx, userId, agencyId);
+  return {
+    ...page,
+    members: await listAgencyMembers(ctx.db, agencyId),
+    canManage: roleAllows(page.current.member.role, 'members:manage'),
+  };
 }
 
-const AUDIT_PAGE = 30;
+export interface SettingsPage extends AgencyPage {
+  canManage: boolean;
+}
 
-export async function loadDashboard(
+export async function loadSettings(ctx: AppContext, userId: string, agencyId: string): Promise<SettingsPage> {
+  const page = await loadAgencyPage(ctx, userId, agencyId);
+  return { ...page, canManage: roleAllows(page.current.member.role, 'settings:manage') };
+}
+
+export interface HistoryPage extends AgencyPage {
+  /** The agency's events for those who manage members, the member's own otherwise. */
+  events: AuditEntry[];
+  wholeAgency: boolean;
+  appNames: ReadonlyMap<string, string>;
+}
+
+const HISTORY_PAGE = 30;
+
+export async function loadHistory(
   ctx: AppContext,
   registry: ClientRegistry,
   userId: string,
-  wantedAgencyId: unknown,
-): Promise<Dashboard> {
-  const memberships = await listMemberships(ctx.db, userId);
-  const current = memberships.find((m) => m.agency.id === wantedAgencyId) ?? memberships[0];
-  return {
-    memberships,
-    agency: current && (await loadAgency(ctx, registry, current)),
-    accountApps: await loadAccountApps(ctx, registry, userId),
-  };
-}
-
-async function loadAgency(
-  ctx: AppContext,
-  registry: ClientRegistry,
-  membership: MembershipView,
-): Promise<AgencyDashboard> {
-  const { member, agency } = membership;
-  const manager = roleAllows(member.role, 'members:manage');
-  return {
-    membership,
-    apps: await describeAll(registry, await listMemberConnections(ctx.db, member.id)),
-    members: manager ? await listAgencyMembers(ctx.db, agency.id) : undefined,
-    canManageSettings: roleAllows(member.role, 'settings:manage'),
-    audit: await listAuditEvents(ctx.db, {
-      agencyId: agency.id,
-      ...(manager ? {} : { memberId: member.id }),
-      limit: AUDIT_PAGE,
-    }),
-  };
-}
-
-/** Grants of the user's own resources (OAUTH_USER_RESOURCES=on): the REST API and the user MCP server. */
-async function loadAccountApps(ctx: AppContext, registry: ClientRegistry, userId: string) {
-  const connections = await listUserLevelConnections(ctx.db, userId);
-  if (connections.length === 0 && !ctx.config.oauth.userResources) return undefined;
-  return describeAll(registry, connections);
-}
-
-function describeAll(registry: ClientRegistry, connections: ConnectionRow[]): Promise<ConnectedApp[]> {
-  return Promise.all(
-    connections.map(async (connection) => ({
-      connection,
-      client: await registry.describe(connection.client_id),
-    })),
+  agencyId: string,
+): Promise<HistoryPage> {
+  const page = await loadAgencyPage(ctx, userId, agencyId);
+  const wholeAgency = roleAllows(page.current.member.role, 'members:manage');
+  const events = await listAuditHistory(ctx.db, {
+    agencyId,
+    ...(wholeAgency ? {} : { memberId: page.current.member.id }),
+    limit: HISTORY_PAGE,
+  });
+  const clientIds = new Set<string>();
+  for (const e of events) {
+    const id = e.client_id ?? (JSON.parse(e.detail) as { client_id?: string }).client_id;
+    if (id) clientIds.add(id);
+  }
+  const describe = describer(registry);
+  const appNames = new Map(
+    await Promise.all([...clientIds].map(async (id) => [id, (await describe(id)).name] as const)),
   );
+  return { ...page, events, wholeAgency, appNames };
 }

@@ -15,14 +15,16 @@ import { findUserById } from '../domain/users.js';
 import { PageError } from '../web/html.js';
 import { sendPage } from '../web/page-scope.js';
 import type { WebUser } from '../web/web-session.js';
-import { loadDashboard } from './dashboard-data.js';
-import { dashboardTitle, dashboardView } from './dashboard-view.js';
+import { agencyPageTitle, historyView, membersView, settingsView } from './agency-pages.js';
+import { CONNECTED_APPS_TITLE, connectedAppsView } from './connected-apps-page.js';
+import { loadConnectedApps, loadHistory, loadMembers, loadSettings } from './dashboard-data.js';
+import type { Notice } from './notices.js';
 
 /**
- * The member dashboard: per agency, Settings → Connected apps (Disconnect), Members (owner/admin: change a role,
- * which narrows that member's connections; remove, which ends them), Settings (owner/admin: allow agent write),
- * and the audit events these write. Each route reads the domain (dashboard-data.ts) or runs one domain operation,
- * and renders a view (dashboard-view.ts).
+ * The member pages: Connected apps (every app the member allowed, in every agency, with Disconnect), and per agency
+ * Members (owners and admins change a role, which narrows that member's connections, or remove a member, which ends
+ * them), Settings (allow agent write) and History (the audit events in sentences). Each route loads from the domain
+ * (dashboard-data.ts) or runs one domain operation, and renders a view.
  */
 export async function dashboardRoutes(
   app: FastifyInstance,
@@ -30,22 +32,32 @@ export async function dashboardRoutes(
   registry: ClientRegistry,
 ): Promise<void> {
   app.get('/', async (_request, reply) => reply.code(303).header('location', '/dashboard').send());
+  const page = memberPage(ctx);
 
-  app.get('/dashboard', async (request, reply) => {
-    const user = await requireUser(ctx, request, reply);
-    if (!user) return reply;
-    const query = request.query as Record<string, unknown>;
-    const dashboard = await loadDashboard(ctx, registry, user.userId, query['agency']);
-    const csrf = ctx.webSessions.csrfToken(request, reply);
-    const nav = { signedInAs: (await findUserById(ctx.db, user.userId))?.username ?? '', csrf };
-    return sendPage(
-      reply,
-      200,
-      dashboardTitle(dashboard),
-      dashboardView(dashboard, csrf, query['done']),
-      nav,
-    );
-  });
+  app.get('/dashboard', async (request, reply) =>
+    page(request, reply, async (userId, csrf, done) => {
+      const apps = await loadConnectedApps(ctx, registry, userId);
+      return [CONNECTED_APPS_TITLE, connectedAppsView(apps, csrf, ctx.clock.now(), done)];
+    }),
+  );
+  app.get('/dashboard/agencies/:id/members', async (request, reply) =>
+    page(request, reply, async (userId, csrf, done) => {
+      const members = await loadMembers(ctx, userId, idParam(request));
+      return [agencyPageTitle(members, 'members'), membersView(members, csrf, done)];
+    }),
+  );
+  app.get('/dashboard/agencies/:id/settings', async (request, reply) =>
+    page(request, reply, async (userId, csrf, done) => {
+      const settings = await loadSettings(ctx, userId, idParam(request));
+      return [agencyPageTitle(settings, 'settings'), settingsView(settings, csrf, done)];
+    }),
+  );
+  app.get('/dashboard/agencies/:id/history', async (request, reply) =>
+    page(request, reply, async (userId) => {
+      const history = await loadHistory(ctx, registry, userId, idParam(request));
+      return [agencyPageTitle(history, 'history'), historyView(history, ctx.clock.now())];
+    }),
+  );
 
   const actions = new DashboardActions(ctx);
 
@@ -55,7 +67,7 @@ export async function dashboardRoutes(
       // Only the member's own connections (docs/contract.md#revocation).
       if (!c || c.user_id !== user.userId) throw new PageError(404, 'Not found', 'No such connection.');
       await endConnection(ctx, c.id, 'disconnected', user.userId);
-      return { agencyId: c.agency_id ?? '', done: 'disconnected' };
+      return { to: '/dashboard', done: 'disconnected' };
     }),
   );
 
@@ -65,7 +77,7 @@ export async function dashboardRoutes(
       if (!isRole(role)) throw new PageError(400, 'Bad request', 'Choose a role.');
       const { agencyId, actor } = await actions.targetAndActor(user.userId, idParam(request));
       await changeRole(ctx, actor, idParam(request), role);
-      return { agencyId, done: 'role-changed' };
+      return { to: `/dashboard/agencies/${agencyId}/members`, done: 'role-changed' };
     }),
   );
 
@@ -73,7 +85,7 @@ export async function dashboardRoutes(
     actions.run(request, reply, async (user) => {
       const { agencyId, actor } = await actions.targetAndActor(user.userId, idParam(request));
       await removeMember(ctx, actor, idParam(request));
-      return { agencyId, done: 'member-removed' };
+      return { to: `/dashboard/agencies/${agencyId}/members`, done: 'member-removed' };
     }),
   );
 
@@ -85,9 +97,27 @@ export async function dashboardRoutes(
       if (values.length > 1 || (values.length === 1 && values[0] !== 'on'))
         throw new PageError(400, 'Bad request', 'Invalid setting.');
       await setAgentWrite(ctx.db, ctx.clock, actor, values.length === 1);
-      return { agencyId, done: 'settings-saved' };
+      return { to: `/dashboard/agencies/${agencyId}/settings`, done: 'settings-saved' };
     }),
   );
+}
+
+type PageBody = [title: string, body: ReturnType<typeof connectedAppsView>];
+
+/** A member page: signed in (else to sign-in and back), with the header's account navigation and CSRF token. */
+function memberPage(ctx: AppContext) {
+  return async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    render: (userId: string, csrf: string, done: unknown) => Promise<PageBody>,
+  ): Promise<FastifyReply> => {
+    const user = await requireUser(ctx, request, reply);
+    if (!user) return reply;
+    const csrf = ctx.webSessions.csrfToken(request, reply);
+    const [title, body] = await render(user.userId, csrf, (request.query as Record<string, unknown>)['done']);
+    const nav = { signedInAs: (await findUserById(ctx.db, user.userId))?.username ?? '', csrf };
+    return sendPage(reply, 200, title, body, nav);
+  };
 }
 
 /** The signed-in user, or undefined after sending the browser to sign in (and back here). */
@@ -115,7 +145,7 @@ class DashboardActions {
   async run(
     request: FastifyRequest,
     reply: FastifyReply,
-    fn: (user: WebUser, form: URLSearchParams) => Promise<{ agencyId: string; done: string }>,
+    fn: (user: WebUser, form: URLSearchParams) => Promise<{ to: string; done: Notice }>,
   ): Promise<FastifyReply> {
     const form = request.body;
     if (!(form instanceof URLSearchParams)) throw new PageError(400, 'Bad request', 'Send the form.');
@@ -123,11 +153,8 @@ class DashboardActions {
     const user = await requireUser(this.ctx, request, reply);
     if (!user) return reply;
     try {
-      const { agencyId, done } = await fn(user, form);
-      return reply
-        .code(303)
-        .header('location', `/dashboard?agency=${encodeURIComponent(agencyId)}&done=${done}`)
-        .send();
+      const { to, done } = await fn(user, form);
+      return reply.code(303).header('location', `${to}?done=${done}`).send();
     } catch (e) {
       if (e instanceof MembershipError) throw new PageError(403, 'Not allowed', e.message);
       throw e;

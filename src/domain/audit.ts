@@ -60,3 +60,38 @@ export function listAuditEvents(
     .limit(o.limit ?? 50)
     .execute();
 }
+
+/** An audit event with the names a person reads it by: who did it, and whose membership it concerns. */
+export interface AuditEntry extends AuditRow {
+  actor_username: string | null;
+  member_username: string | null;
+  /** The client of the connection the event is about, if any. */
+  client_id: string | null;
+}
+
+/**
+ * The latest events of an agency, newest first, with the usernames of the actor and of the member concerned and the
+ * client of the connection concerned; with
+ * `memberId`, only those about that member. The joins are by primary key, so the cost is the index walk for `limit`
+ * rows, whatever the table's size.
+ */
+export function listAuditHistory(
+  db: Kysely<Database>,
+  o: { agencyId: string; memberId?: string; limit?: number },
+): Promise<AuditEntry[]> {
+  let q = db
+    .selectFrom('audit_events as e')
+    .leftJoin('users as actor', 'actor.id', 'e.actor_user_id')
+    .leftJoin('members as m', 'm.id', 'e.member_id')
+    .leftJoin('users as subject', 'subject.id', 'm.user_id')
+    .leftJoin('connections as c', 'c.id', 'e.connection_id')
+    .selectAll('e')
+    .select(['actor.username as actor_username', 'subject.username as member_username', 'c.client_id'])
+    .where('e.agency_id', '=', o.agencyId);
+  if (o.memberId) q = q.where('e.member_id', '=', o.memberId);
+  return q
+    .orderBy('e.created_at', 'desc')
+    .orderBy('e.id', 'desc')
+    .limit(o.limit ?? 50)
+    .execute();
+}

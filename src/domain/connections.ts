@@ -115,7 +115,7 @@ export async function activateGrant(db: Db, clock: Clock, pendingId: string): Pr
 }
 
 /** The active connection of the same app for the same member (or user, for user-level resources), if any. */
-function findActiveConnectionOfApp(
+export function findActiveConnectionOfApp(
   db: Db,
   c: Pick<ConnectionRow, 'user_id' | 'agency_id' | 'client_id' | 'resource'>,
 ): Promise<ConnectionRow | undefined> {

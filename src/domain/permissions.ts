@@ -1,3 +1,5 @@
+import { usedByTools } from './agency-tools.js';
+
 /**
  * Roles and permissions (docs/contract.md#permissions): a fixed table in code, and the rule for what an agent may do at any moment.
  */
@@ -65,8 +67,9 @@ export function roleAllows(role: Role, permission: Permission): boolean {
 }
 
 /**
- * The permissions the consent page offers as the ceiling: the member's own, and write ones only when the token asks
- * for write and the agency allows agents to write (docs/contract.md#the-oauth-flow).
+ * The permissions the consent page offers as the ceiling, all ticked: the member's own that some agency MCP tool uses
+ * (domain/agency-tools.ts), and write ones only when the token asks for write and the agency allows agents to write
+ * (docs/contract.md#the-oauth-flow). Nothing else: one click on Allow never grants what no tool can use.
  */
 export function offerablePermissions(o: {
   role: Role;
@@ -74,12 +77,12 @@ export function offerablePermissions(o: {
   agencyAllowsWrite: boolean;
 }): Permission[] {
   const writeOk = o.wantsWrite && o.agencyAllowsWrite;
-  return ROLE_PERMISSIONS[o.role].filter((p) => !isWritePermission(p) || writeOk);
+  return ROLE_PERMISSIONS[o.role].filter((p) => usedByTools(p) && (!isWritePermission(p) || writeOk));
 }
 
-/** Whether any write permission can be offered to this role (decides whether `agency:mcp:write` is granted). */
+/** Whether any write permission a tool uses can be offered to this role (decides whether `agency:mcp:write` is granted). */
 export function roleHasWrite(role: Role): boolean {
-  return ROLE_PERMISSIONS[role].some(isWritePermission);
+  return ROLE_PERMISSIONS[role].some((p) => isWritePermission(p) && usedByTools(p));
 }
 
 /**

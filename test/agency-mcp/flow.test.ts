@@ -211,7 +211,7 @@ async function consent(page: Page, url: URL, username: string, agency = 'Northwi
     await page.getByLabel(new RegExp(agency)).check();
     await page.getByRole('button', { name: 'Continue' }).click();
   }
-  await page.locator('h1', { hasText: /^Connect / }).waitFor();
+  await page.locator('h1', { hasText: /^(Connect|Update access for) / }).waitFor();
   expect(await page.locator('main').textContent()).toContain(agency);
   for (const box of await page.locator('input[name="ceiling"]').all()) await box.check();
   await page.getByRole('button', { name: 'Allow' }).click();
@@ -220,15 +220,12 @@ async function consent(page: Page, url: URL, username: string, agency = 'Northwi
   return callback.received.at(-1)!;
 }
 
-/** Opens the dashboard of `agency` for the signed-in user (signing in if asked). */
+/** Opens Connected apps for the signed-in user (signing in if asked); returns the section of `agency`. */
 async function dashboard(page: Page, server: TestServer, username: string, agency = 'Northwind Studio') {
   await page.goto(`${server.url.auth}/dashboard`);
   await signInIfAsked(page, username);
-  if (await page.getByLabel('Agency').count()) {
-    await page.getByLabel('Agency').selectOption({ label: agency });
-    await page.getByRole('button', { name: 'Show' }).click();
-  }
-  await page.getByRole('heading', { name: agency, level: 1 }).waitFor();
+  await page.getByRole('heading', { name: 'Connected apps', level: 1 }).waitFor();
+  return page.getByRole('region', { name: agency });
 }
 
 async function newPage(): Promise<{ context: BrowserContext; page: Page }> {
@@ -420,9 +417,8 @@ async function runFlow(era: McpVersion, registration: Registration): Promise<voi
 
     // 7. Disconnect in the dashboard (the member's Settings → Connected apps): the next call is 401, the refresh
     //    token is refused, and the SDK asks for a new authorization.
-    await dashboard(member.page, server, 'grace');
-    await member.page.getByRole('heading', { name: 'Settings → Connected apps' }).waitFor();
-    const row = member.page.locator('#connected-apps + table tbody tr').filter({ hasText: WRITE });
+    const apps = await dashboard(member.page, server, 'grace');
+    const row = apps.locator('li.app').filter({ hasText: WRITE });
     expect(await row.textContent()).toContain(appName);
     await row.getByRole('button', { name: `Disconnect ${appName}` }).click();
     await member.page.getByText('The application was disconnected.').waitFor();
@@ -460,11 +456,11 @@ async function runFlow(era: McpVersion, registration: Registration): Promise<voi
     expect(await toolNames(third.client)).toEqual([...READ_TOOLS, ...WRITE_TOOLS]);
 
     // 9. The owner changes grace's role to viewer on the Members page: the write tools are gone at once.
-    await dashboard(owner.page, server, 'ada');
-    await owner.page.getByRole('heading', { name: 'Members' }).waitFor();
+    await (await dashboard(owner.page, server, 'ada')).getByRole('link', { name: 'Members' }).click();
+    await owner.page.getByRole('heading', { name: 'Members of Northwind Studio' }).waitFor();
     await owner.page.getByLabel('Role of grace').selectOption('viewer');
     await owner.page
-      .locator('tr', { has: owner.page.getByLabel('Role of grace') })
+      .locator('li', { has: owner.page.getByLabel('Role of grace') })
       .getByRole('button', { name: 'Change role' })
       .click();
     await owner.page.getByText("The role was changed; that member's connected apps were narrowed").waitFor();

@@ -84,11 +84,13 @@ describe(`OAuth for the user resources (${ENGINE})`, () => {
       fetch(`${on.url.api}/me`, { headers: { authorization: `Bearer ${tokens['access_token']}` } });
     expect((await me()).status).toBe(200);
     const page = await (await browser.get('/dashboard')).text();
-    expect(page).toContain('Your account → Connected apps');
-    expect(page).toContain('Profile Reader');
+    const account = /<section aria-labelledby="apps-account">[\s\S]*?<\/section>/.exec(page)?.[0] ?? '';
+    expect(account).toContain('<h2 id="apps-account">Your account</h2>');
+    expect(account).toContain('Profile Reader');
+    expect(account).toContain('It may: read your user profile');
     const id =
-      /action="\/dashboard\/connections\/(con_[A-Za-z0-9]+)\/disconnect">(?:(?!<\/tr>)[\s\S])*?Disconnect Profile Reader/.exec(
-        page,
+      /action="\/dashboard\/connections\/(con_[A-Za-z0-9]+)\/disconnect">(?:(?!<\/li>)[\s\S])*?Disconnect Profile Reader/.exec(
+        account,
       )?.[1];
     expect(id).toBeDefined();
     expect(

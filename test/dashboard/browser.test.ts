@@ -101,13 +101,14 @@ describe(`browser flow (${ENGINE})`, () => {
     expect(rotated.res.status).toBe(200);
     expect(rotated.body['refresh_token']).not.toBe(exchanged.body['refresh_token']);
 
-    // The dashboard shows the app; Disconnect ends it.
+    // The dashboard shows the app under its agency, in words; Disconnect ends it.
     await page.goto(`${server.url.auth}/dashboard`);
-    await page.getByLabel('Agency').selectOption({ label: 'Northwind Studio' });
-    await page.getByRole('button', { name: 'Show' }).click();
-    await page.getByRole('heading', { name: 'Northwind Studio' }).waitFor();
-    await page.getByRole('heading', { name: 'Settings → Connected apps' }).waitFor();
-    expect(await page.locator('#connected-apps + table').textContent()).toContain('Browser Agent');
+    await page.getByRole('heading', { name: 'Connected apps', level: 1 }).waitFor();
+    const entry = page
+      .getByRole('region', { name: 'Northwind Studio' })
+      .locator('li.app', { hasText: 'Browser Agent' });
+    expect(await entry.textContent()).toMatch(/It may: see the agency name and plan, see clients/);
+    expect(await entry.textContent()).not.toMatch(/see the members of the agency/);
     await page.getByRole('button', { name: 'Disconnect Browser Agent' }).click();
     await page.getByText('The application was disconnected.').waitFor();
     expect((await connectionStatus(server, rotated.body['access_token']!)).status).toBe('revoked');
@@ -123,7 +124,7 @@ describe(`browser flow (${ENGINE})`, () => {
     page.setDefaultTimeout(8000);
 
     /** One authorization through the pages, as the host opens it in the member's browser; returns the tokens. */
-    async function authorizeInBrowser(scope: string) {
+    async function authorizeInBrowser(scope: string, heading: string) {
       const { verifier, challenge } = pkce();
       const q = new URLSearchParams({
         response_type: 'code',
@@ -144,7 +145,8 @@ describe(`browser flow (${ENGINE})`, () => {
       await page.getByRole('heading', { name: 'Choose an agency' }).waitFor();
       await page.getByLabel(/Northwind Studio/).check();
       await page.getByRole('button', { name: 'Continue' }).click();
-      await page.getByRole('heading', { name: 'Connect Step-up Agent' }).waitFor();
+      await page.getByRole('heading', { name: heading }).waitFor();
+      consentTexts.push((await page.locator('main').textContent()) ?? '');
       await page.getByRole('button', { name: 'Allow' }).click();
       await page.waitForURL(/\/callback\?/);
       const code = callback.received.at(-1)!.searchParams.get('code')!;
@@ -159,10 +161,19 @@ describe(`browser flow (${ENGINE})`, () => {
       return exchanged.body;
     }
 
-    const read = await authorizeInBrowser('agency:mcp:read offline_access');
+    const consentTexts: string[] = [];
+    const read = await authorizeInBrowser('agency:mcp:read offline_access', 'Connect Step-up Agent');
     expect(read['scope']).toBe('agency:mcp:read offline_access');
-    const write = await authorizeInBrowser('agency:mcp:read agency:mcp:write offline_access');
+    // The step-up does not look like a first connection: it says what the app has and what this adds.
+    const write = await authorizeInBrowser(
+      'agency:mcp:read agency:mcp:write offline_access',
+      'Update access for Step-up Agent',
+    );
     expect(write['scope']).toContain('agency:mcp:write');
+    expect(consentTexts[1]).toMatch(/already connected to Northwind Studio with read access/);
+    expect(consentTexts[1]).toMatch(
+      /Allowing this adds: create and change clients, create and change projects, create and change tasks, add notes\./,
+    );
     const [before, after] = await Promise.all([
       connectionStatus(server, read['access_token']!),
       connectionStatus(server, write['access_token']!),
@@ -170,11 +181,12 @@ describe(`browser flow (${ENGINE})`, () => {
     expect(after.id).toBe(before.id);
 
     await page.goto(`${server.url.auth}/dashboard`);
-    await page.getByLabel('Agency').selectOption({ label: 'Northwind Studio' });
-    await page.getByRole('button', { name: 'Show' }).click();
-    await page.getByRole('heading', { name: 'Settings → Connected apps' }).waitFor();
+    await page.getByRole('heading', { name: 'Connected apps', level: 1 }).waitFor();
     expect(await page.getByRole('button', { name: 'Disconnect Step-up Agent' }).count()).toBe(1);
-    expect(await page.locator('#connected-apps + table').textContent()).toContain('agency:mcp:write');
+    const entry = page.locator('li.app', { hasText: 'Step-up Agent' });
+    expect(await entry.count()).toBe(1);
+    expect(await entry.textContent()).toMatch(/It may: [^.]*create and change tasks/);
+    expect(await entry.textContent()).toContain('agency:mcp:write');
     await context.close();
   });
 });

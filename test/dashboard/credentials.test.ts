@@ -140,7 +140,7 @@ describe(`another site's malformed cookie on the same host (${ENGINE})`, () => {
     await page.getByLabel('Password').fill('ada-demo-password');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.waitForURL(/\/dashboard/);
-    await expect(page.getByRole('heading', { name: 'Settings → Connected apps' }).isVisible()).resolves.toBe(
+    await expect(page.getByRole('heading', { name: 'Connected apps', level: 1 }).isVisible()).resolves.toBe(
       true,
     );
     await context.close();

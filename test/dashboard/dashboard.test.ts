@@ -41,11 +41,13 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
-const dashboard = async (who: string) => {
-  const res = await browsers[who]!.get(`/dashboard?agency=${northwind}`);
+/** A member page as `who` sees it: Connected apps by default, or an agency page of Northwind (members, settings, history). */
+const view = async (who: string, tab?: 'members' | 'settings' | 'history') => {
+  const res = await browsers[who]!.get(tab ? `/dashboard/agencies/${northwind}/${tab}` : '/dashboard');
   expect(res.status).toBe(200);
   return res.text();
 };
+const dashboard = (who: string) => view(who);
 const live = (accessToken: string) =>
   server.services.ctx.verifier.verify(accessToken, RESOURCE, ['oauth']).then(
     () => true,
@@ -84,12 +86,15 @@ describe(`dashboard (${ENGINE})`, () => {
     for (const [, id] of page.matchAll(/<select id="([^"]+)"/g)) expect(page).toContain(`for="${id}"`);
   });
 
-  it('Connected apps lists the connection (client, host, scopes, ceiling, created, last used); Disconnect ends it', async () => {
+  it('Connected apps lists the connection (client, host, what it may do, scopes, ceiling, created, last used); Disconnect ends it', async () => {
     const { tokens } = await connectAs('ada');
     expect(await live(tokens['access_token']!)).toBe(true);
     let page = await dashboard('ada');
     expect(page).toContain('Planner Bot');
     expect(page).toContain('planner.example');
+    expect(page).toContain('Not verified');
+    expect(page).toMatch(/It may: [^<]*create and change clients/);
+    expect(page).toMatch(/Connected <time datetime="[^"]+"[^>]*>just now<\/time>/);
     expect(page).toContain('agency:mcp:write');
     expect(page).toContain('clients:write');
     const cid = (await connectionStatus(server, tokens['access_token']!)).id;
@@ -98,9 +103,9 @@ describe(`dashboard (${ENGINE})`, () => {
     });
     expect(res.status).toBe(303);
     await expectEnded(tokens, 'disconnected');
-    page = await dashboard('ada');
-    expect(page).toMatch(/connection\.revoked/);
-    expect(page).toMatch(/reason: disconnected/);
+    page = await view('ada', 'history');
+    expect(page).toContain('Planner Bot was disconnected by ada');
+    expect(page).toContain('ada connected Planner Bot to read and make changes');
   });
 
   it("a member cannot disconnect someone else's connection", async () => {
@@ -121,10 +126,12 @@ describe(`dashboard (${ENGINE})`, () => {
     expect(await live(tokens['access_token']!)).toBe(true);
   });
 
-  it('Members is for owners and admins only', async () => {
-    expect(await dashboard('ada')).toMatch(/<h2 id="members">/);
-    expect(await dashboard('grace')).not.toMatch(/<h2 id="members">/);
-    const page = await dashboard('ada');
+  it('Members is managed by owners and admins only', async () => {
+    expect(await view('ada', 'members')).toMatch(/Change role/);
+    const graceView = await view('grace', 'members');
+    expect(graceView).toContain('linus');
+    expect(graceView).not.toMatch(/Change role|name="role"|Remove/);
+    const page = await view('ada', 'members');
     const linusMember = /action="\/dashboard\/members\/(mem_[A-Za-z0-9]+)\/role"[\s\S]*?Role of linus/.exec(
       page,
     );
@@ -163,9 +170,12 @@ describe(`dashboard (${ENGINE})`, () => {
       agencyAllowsWrite: true,
     });
     expect(perms.some((p) => p.endsWith(':write'))).toBe(false);
-    const page = await dashboard('ada');
-    expect(page).toMatch(/member\.role_changed/);
-    expect(page).toMatch(/connection\.narrowed/);
+    const history = await view('ada', 'history');
+    expect(history).toContain('ada changed grace&#39;s role from manager to viewer');
+    expect(history).toMatch(
+      /grace&#39;s Planner Bot can no longer create and change clients[^<]*: grace&#39;s role became viewer/,
+    );
+    expect(await view('grace', 'history')).toContain('ada changed grace&#39;s role from manager to viewer');
     // Put grace back for the other tests.
     await browsers['ada']!.post(`/dashboard/members/${memberId}/role`, {
       csrf: browsers['ada']!.csrf,
@@ -181,9 +191,12 @@ describe(`dashboard (${ENGINE})`, () => {
     });
     expect(res.status).toBe(303);
     await expectEnded(tokens, 'member_removed');
-    const page = await dashboard('ada');
-    expect(page).toMatch(/member\.removed/);
-    expect(page).not.toMatch(/Role of linus/);
+    const history = await view('ada', 'history');
+    expect(history).toContain('ada removed linus (viewer) from the agency');
+    expect(history).toContain(
+      'linus&#39;s Planner Bot was disconnected because linus was removed from the agency',
+    );
+    expect(await view('ada', 'members')).not.toMatch(/Role of linus/);
     // linus is no longer a member: no agency to connect.
     const back = await authorize(
       server,
@@ -195,7 +208,8 @@ describe(`dashboard (${ENGINE})`, () => {
   });
 
   it('an owner cannot be removed by themself, and owners are changed only by owners', async () => {
-    const page = await dashboard('ada');
+    const page = await view('ada', 'members');
+    expect(page).toMatch(/Remove grace/);
     expect(page).not.toMatch(/Remove ada/);
   });
 
@@ -210,8 +224,7 @@ describe(`dashboard (${ENGINE})`, () => {
       .where('id', '=', northwind)
       .executeTakeFirstOrThrow();
     expect(agency.agent_write_enabled).toBe(0);
-    let page = await dashboard('ada');
-    expect(page).toMatch(/agency\.agent_write_changed/);
+    expect(await view('ada', 'history')).toContain('ada stopped connected apps from making changes');
     const consent = await browsers['ada']!.get(
       `/oauth2/auth?${new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: REDIRECT, code_challenge: pkce().challenge, code_challenge_method: 'S256', resource: RESOURCE, scope: 'agency:mcp:write' })}`,
     );
@@ -230,8 +243,9 @@ describe(`dashboard (${ENGINE})`, () => {
       agent_write_enabled: 'on',
     });
     expect(res.status).toBe(303);
-    page = await dashboard('ada');
-    expect(page).toMatch(/name="agent_write_enabled" value="on" checked/);
+    expect(await view('ada', 'settings')).toMatch(/name="agent_write_enabled" value="on" checked/);
+    expect(await view('ada', 'history')).toContain('ada allowed connected apps to make changes');
+    expect(await view('grace', 'settings')).toContain('Connected apps may make changes in Northwind Studio');
   });
 
   it('a manager may not change settings', async () => {

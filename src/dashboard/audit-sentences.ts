@@ -1,0 +1,82 @@
+import type { AuditEntry } from '../domain/audit.js';
+import { isPermission, PERMISSION_LABELS } from '../domain/permissions.js';
+
+/**
+ * Audit events as sentences a member reads: who did what to whom, with application names, never ids. Each event
+ * type has one sentence; the names come from the event's actor and member (usernames) and its client (the app's
+ * name as the member pages show it).
+ */
+
+/** The names an event refers to by id. */
+export interface AuditNames {
+  /** The application's name for a client id. */
+  app(clientId: string): string;
+}
+
+interface Detail {
+  client_id?: string;
+  reason?: string;
+  from?: string;
+  to?: string;
+  role?: string;
+  removed?: string[];
+  agent_write_enabled?: boolean;
+  scopes?: string[];
+}
+
+const someone = 'someone';
+const lower = (s: string) => s.charAt(0).toLowerCase() + s.slice(1);
+
+/** "linus's" — the possessive of a username. */
+const possessive = (name: string) => `${name}'s`;
+
+/** Words for what a narrowing took away: "create and change clients, add notes". */
+function removedWords(removed: string[] | undefined): string {
+  const words = (removed ?? []).filter(isPermission).map((p) => lower(PERMISSION_LABELS[p]));
+  return words.length ? words.join(', ') : 'some of what it could do';
+}
+
+/** Why a connection ended, as the end of "… was disconnected" or of "… ended". */
+const ENDINGS: Record<string, (actor: string, member: string) => string> = {
+  disconnected: (actor) => `was disconnected by ${actor}`,
+  revoked_by_client: () => 'was ended by the application itself (it revoked its token)',
+  member_removed: (_actor, member) => `was disconnected because ${member} was removed from the agency`,
+  code_replay: () => 'was ended because an authorization code was used twice',
+  refresh_reuse: () => 'was ended because a refresh token was used again',
+  merged: () => 'was folded into the newer connection of the same application',
+};
+
+export function auditSentence(e: AuditEntry, names: AuditNames): string {
+  const d = JSON.parse(e.detail) as Detail;
+  const actor = e.actor_username ?? someone;
+  const member = e.member_username ?? 'a former member';
+  const clientId = e.client_id ?? d.client_id;
+  const app = clientId ? names.app(clientId) : 'an application';
+  /** "Planner Bot" when the member did it themself, else "grace's Planner Bot" (whose connection it is). */
+  const whoseApp =
+    e.actor_username && e.actor_username === e.member_username ? app : `${possessive(member)} ${app}`;
+  switch (e.type) {
+    case 'connection.created':
+      return `${member} connected ${app}${d.scopes?.includes('agency:mcp:write') ? ' to read and make changes' : ' to read'}`;
+    case 'connection.revoked': {
+      const ending = ENDINGS[d.reason ?? ''] ?? (() => 'was disconnected');
+      return `${whoseApp} ${ending(actor, member)}`;
+    }
+    case 'connection.refresh_reuse_detected':
+      return `A reused refresh token ended the connection of ${app} (${possessive(member)})`;
+    case 'connection.code_replay_detected':
+      return `A reused authorization code ended the connection of ${app} (${possessive(member)})`;
+    case 'connection.narrowed':
+      return `${possessive(member)} ${app} can no longer ${removedWords(d.removed)}: ${possessive(member)} role became ${d.role ?? 'narrower'}`;
+    case 'member.role_changed':
+      return `${actor} changed ${possessive(member)} role from ${d.from ?? '?'} to ${d.to ?? '?'}`;
+    case 'member.removed':
+      return `${actor} removed ${member}${d.role ? ` (${d.role})` : ''} from the agency`;
+    case 'agency.agent_write_changed':
+      return d.agent_write_enabled
+        ? `${actor} allowed connected apps to make changes`
+        : `${actor} stopped connected apps from making changes`;
+    default:
+      return `${e.type.replace(/[._]/g, ' ')} (${actor})`;
+  }
+}
