@@ -77,7 +77,7 @@ ${m.writeRefusal ? markup`<p class="muted">${m.writeRefusal}</p>` : ''}
 const VERIFICATION: Record<AuthorizationRequest['client']['kind'], string> = {
   preregistered: 'Verified: a known application, registered by the operator of this service.',
   cimd: 'Identified by its web address: its name comes from a document published on that site.',
-  dcr: 'Not verified: this application registered itself; its name is not verified. Check the address you are sent back to.',
+  dcr: 'Not verified: this application registered itself, so its name is only what it says it is. Check the address you are sent back to.',
 };
 
 /** The application, its host, whether its name is verified, where the answer goes, and the agency. */

@@ -1,0 +1,283 @@
+import { mkdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser as PwBrowser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pkce, register, token } from '../auth/oauth-helpers.js';
+import { type CallbackServer, launchChromium, startCallbackServer } from '../helpers/browser.js';
+import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+
+/**
+ * The member pages as a member meets them, in Debian's chromium at a phone's width (390 px) and a laptop's (1280 px):
+ * every page passes axe-core with no serious or critical violation, nothing is wider than the screen, and each page is
+ * saved as a screenshot (to SCREENSHOTS_DIR, default a temporary folder; `npm run screenshots` refreshes docs/screens).
+ * Then the consent defaults, and the whole flow with the keyboard only and JavaScript off.
+ */
+
+const AGENCY_MCP_URL = 'http://127.0.0.1:4102';
+const RESOURCE = `${AGENCY_MCP_URL}/mcp`;
+const READ_PERMISSIONS = ['agency:read', 'members:read', 'clients:read', 'projects:read', 'tasks:read'];
+const WRITE_PERMISSIONS = ['clients:write', 'projects:write', 'tasks:write', 'notes:write'];
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const SCREENS = process.env['SCREENSHOTS_DIR'] ?? join(tmpdir(), 'svc-screens');
+const WIDTHS = [
+  { name: 'phone', width: 390, height: 844 },
+  { name: 'desktop', width: 1280, height: 800 },
+] as const;
+
+let server: TestServer;
+let browser: PwBrowser;
+let callback: CallbackServer;
+let clientId: string;
+
+beforeAll(async () => {
+  mkdirSync(SCREENS, { recursive: true });
+  server = await startTestServer({ env: { AGENCY_MCP_URL } });
+  callback = await startCallbackServer();
+  browser = await launchChromium();
+  clientId = (
+    await register(server, { redirect_uris: ['http://127.0.0.1/callback'], client_name: 'Planner Bot' })
+  ).body['client_id'] as string;
+}, 60_000);
+afterAll(async () => {
+  await browser?.close();
+  await callback?.close();
+  await server?.close();
+});
+
+function authorizeUrl(scope: string, challenge = pkce().challenge): string {
+  const q = new URLSearchParams({
+    response_type: 'code',
+    client_id: clientId,
+    redirect_uri: callback.url,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+    resource: RESOURCE,
+    scope,
+    state: 'pages',
+  });
+  return `${server.url.auth}/oauth2/auth?${q}`;
+}
+
+/** The ceiling boxes of the consent page: [value, ticked]. */
+const ceilingBoxes = (page: Page) =>
+  page
+    .locator('input[name="ceiling"]')
+    .evaluateAll((boxes) => boxes.map((b: any) => [b.value as string, b.checked as boolean]));
+
+interface PageReport {
+  page: string;
+  violations: { id: string; impact: string; nodes: number }[];
+  scrollWidth: number;
+  innerWidth: number;
+}
+
+/** axe-core's serious and critical findings, the page's width against the viewport's, and a screenshot. */
+async function inspect(page: Page, name: string, width: string): Promise<PageReport> {
+  await page.addScriptTag({ content: AXE_SOURCE });
+  const violations = await page.evaluate(async () => {
+    const axe = (globalThis as any).axe as { run(o: object): Promise<{ violations: any[] }> };
+    const result = await axe.run({ resultTypes: ['violations'] });
+    return result.violations
+      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .map((v) => ({ id: v.id as string, impact: v.impact as string, nodes: v.nodes.length as number }));
+  });
+  const { scrollWidth, innerWidth } = await page.evaluate(() => {
+    const w = globalThis as any;
+    return {
+      scrollWidth: w.document.documentElement.scrollWidth as number,
+      innerWidth: w.innerWidth as number,
+    };
+  });
+  await page.screenshot({ path: join(SCREENS, `${name}-${width}.png`), fullPage: true });
+  return { page: name, violations, scrollWidth, innerWidth };
+}
+
+describe(`member pages at 390 and 1280 px (${ENGINE})`, () => {
+  for (const viewport of WIDTHS) {
+    it(`${viewport.name} (${viewport.width} px): no serious or critical axe-core violation, nothing wider than the screen`, async () => {
+      // Scripts on, and the pages' CSP bypassed, only so axe-core can be injected: the pages themselves have none.
+      const context = await browser.newContext({
+        viewport: { width: viewport.width, height: viewport.height },
+        bypassCSP: true,
+      });
+      const page = await context.newPage();
+      page.setDefaultTimeout(8000);
+      const reports: PageReport[] = [];
+      const look = async (name: string) => reports.push(await inspect(page, name, viewport.name));
+
+      const { verifier, challenge } = pkce();
+      await page.goto(authorizeUrl('agency:mcp:read offline_access', challenge));
+      await look('sign-in');
+      await page.getByLabel('Username').fill('ada');
+      await page.getByLabel('Password').fill('ada-demo-password');
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('heading', { name: 'Choose an agency' }).waitFor();
+      await look('agency-pick');
+      await page.getByLabel(/Northwind Studio/).check();
+      await page.getByRole('button', { name: 'Continue' }).click();
+      await page.getByRole('heading', { name: 'Connect Planner Bot' }).waitFor();
+      await look('consent');
+      await page.getByRole('button', { name: 'Allow' }).click();
+      await page.waitForURL(/\/callback\?/);
+      const code = callback.received.at(-1)!.searchParams.get('code')!;
+      const exchanged = await token(server, {
+        grant_type: 'authorization_code',
+        code,
+        code_verifier: verifier,
+        redirect_uri: callback.url,
+        client_id: clientId,
+      });
+      expect(exchanged.res.status).toBe(200);
+
+      await page.goto(authorizeUrl('agency:mcp:read agency:mcp:write offline_access'));
+      await page.getByLabel(/Northwind Studio/).check();
+      await page.getByRole('button', { name: 'Continue' }).click();
+      await page.getByRole('heading', { name: 'Update access for Planner Bot' }).waitFor();
+      await look('consent-update');
+
+      await page.goto(`${server.url.auth}/dashboard`);
+      await page.getByRole('heading', { name: 'Connected apps', level: 1 }).waitFor();
+      await page.locator('li.app', { hasText: 'Planner Bot' }).getByText('Technical details').click();
+      await look('connected-apps');
+      const northwind = page.getByRole('region', { name: 'Northwind Studio' });
+      for (const [tab, heading] of [
+        ['Members', 'Members of Northwind Studio'],
+        ['Settings', 'Settings of Northwind Studio'],
+        ['History', 'History of Northwind Studio'],
+      ] as const) {
+        await page.goto(`${server.url.auth}/dashboard`);
+        await northwind.getByRole('link', { name: tab }).click();
+        await page.getByRole('heading', { name: heading }).waitFor();
+        await look(tab.toLowerCase());
+      }
+      // Every action is reachable on the phone: Disconnect is on screen once scrolled to, not beyond the edge.
+      await page.goto(`${server.url.auth}/dashboard`);
+      const disconnect = page.getByRole('button', { name: 'Disconnect Planner Bot' });
+      await disconnect.scrollIntoViewIfNeeded();
+      const box = (await disconnect.boundingBox())!;
+      expect(box.x + box.width).toBeLessThanOrEqual(viewport.width);
+      await disconnect.click();
+      await page.getByText('The application was disconnected.').waitFor();
+      await context.close();
+
+      expect(reports.map((r) => r.page)).toEqual([
+        'sign-in',
+        'agency-pick',
+        'consent',
+        'consent-update',
+        'connected-apps',
+        'members',
+        'settings',
+        'history',
+      ]);
+      for (const r of reports) {
+        expect({ page: r.page, violations: r.violations }).toEqual({ page: r.page, violations: [] });
+        expect({ page: r.page, scrollWidth: r.scrollWidth }).toEqual({
+          page: r.page,
+          scrollWidth: r.innerWidth,
+        });
+      }
+    });
+  }
+});
+
+describe(`consent defaults (${ENGINE})`, () => {
+  /** Opens consent for `username` in Northwind with `scope`; returns the page. */
+  async function consentFor(username: string, scope: string) {
+    const context = await browser.newContext({ javaScriptEnabled: false });
+    const page = await context.newPage();
+    page.setDefaultTimeout(8000);
+    await page.goto(authorizeUrl(scope));
+    await page.getByLabel('Username').fill(username);
+    await page.getByLabel('Password').fill(`${username}-demo-password`);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    if (await page.getByRole('heading', { name: 'Choose an agency' }).isVisible()) {
+      await page.getByLabel(/Northwind Studio/).check();
+      await page.getByRole('button', { name: 'Continue' }).click();
+    }
+    await page.locator('h1', { hasText: /Planner Bot/ }).waitFor();
+    return { page, close: () => context.close() };
+  }
+
+  it('read access: the read permissions the tools use, ticked; nothing else offered', async () => {
+    const { page, close } = await consentFor('grace', 'agency:mcp:read');
+    expect(await ceilingBoxes(page)).toEqual(READ_PERMISSIONS.map((p) => [p, true]));
+    const text = (await page.locator('main').textContent())!;
+    expect(text).toContain('You can disconnect Planner Bot at any time: Dashboard → Connected apps.');
+    expect(text).toContain('Not verified');
+    await close();
+  });
+
+  it('write access asked and allowed: the write permissions the tools use too; never members:manage or settings:manage', async () => {
+    const { page, close } = await consentFor('ada', 'agency:mcp:read agency:mcp:write');
+    expect(await ceilingBoxes(page)).toEqual(
+      [...READ_PERMISSIONS, ...WRITE_PERMISSIONS].map((p) => [p, true]),
+    );
+    expect(await page.locator('main').innerHTML()).not.toMatch(
+      /members:manage|settings:manage|Manage members/,
+    );
+    await close();
+  });
+
+  it('write access asked by a viewer: refused in words, the reads offered', async () => {
+    const { page, close } = await consentFor('linus', 'agency:mcp:read agency:mcp:write');
+    expect(await ceilingBoxes(page)).toEqual(READ_PERMISSIONS.map((p) => [p, true]));
+    expect(await page.locator('main').textContent()).toMatch(/your role \(viewer\) cannot make changes/);
+    await close();
+  });
+});
+
+describe(`keyboard only, JavaScript off (${ENGINE})`, () => {
+  /** Presses Tab until `selector` has the focus (at most 40 times); fails if it never does. */
+  async function tabTo(page: Page, selector: string) {
+    for (let i = 0; i < 40; i++) {
+      await page.keyboard.press('Tab');
+      if ((await page.locator(`${selector}:focus`).count()) === 1) return;
+    }
+    throw new Error(`${selector} never took the focus`);
+  }
+
+  it('sign in, pick the agency, Allow, then Disconnect: all with Tab, arrows, Space and Enter', async () => {
+    const context = await browser.newContext({
+      javaScriptEnabled: false,
+      viewport: { width: 390, height: 844 },
+    });
+    const page = await context.newPage();
+    page.setDefaultTimeout(8000);
+    const before = callback.received.length;
+    const { verifier, challenge } = pkce();
+    await page.goto(authorizeUrl('agency:mcp:read offline_access', challenge));
+    await tabTo(page, '#username');
+    await page.keyboard.type('ada');
+    await tabTo(page, '#password');
+    await page.keyboard.type('ada-demo-password');
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Choose an agency' }).waitFor();
+    await tabTo(page, 'input[type="radio"]');
+    await page.keyboard.press('ArrowDown'); // Blue Harbor → Northwind Studio
+    await tabTo(page, 'button[type="submit"].primary');
+    await page.keyboard.press('Enter');
+    await page.locator('h1', { hasText: /Planner Bot/ }).waitFor();
+    expect(await page.locator('main').textContent()).toContain('Northwind Studio');
+    await tabTo(page, 'button[value="allow"]');
+    await page.keyboard.press('Enter');
+    await page.waitForURL(/\/callback\?/);
+    expect(callback.received.length).toBe(before + 1);
+    const exchanged = await token(server, {
+      grant_type: 'authorization_code',
+      code: callback.received.at(-1)!.searchParams.get('code')!,
+      code_verifier: verifier,
+      redirect_uri: callback.url,
+      client_id: clientId,
+    });
+    expect(exchanged.res.status).toBe(200);
+
+    await page.goto(`${server.url.auth}/dashboard`);
+    await tabTo(page, 'button[aria-label="Disconnect Planner Bot"]');
+    await page.keyboard.press('Enter');
+    await page.getByText('The application was disconnected.').waitFor();
+    await context.close();
+  });
+});
