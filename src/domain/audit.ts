@@ -47,20 +47,6 @@ export async function audit(
     .execute();
 }
 
-/** The latest events of an agency, newest first; with `memberId`, only those about that member. */
-export function listAuditEvents(
-  db: Kysely<Database>,
-  o: { agencyId: string; memberId?: string; limit?: number },
-): Promise<AuditRow[]> {
-  let q = db.selectFrom('audit_events').selectAll().where('agency_id', '=', o.agencyId);
-  if (o.memberId) q = q.where('member_id', '=', o.memberId);
-  return q
-    .orderBy('created_at', 'desc')
-    .orderBy('id', 'desc')
-    .limit(o.limit ?? 50)
-    .execute();
-}
-
 /** An audit event with the names a person reads it by: who did it, and whose membership it concerns. */
 export interface AuditEntry extends AuditRow {
   actor_username: string | null;

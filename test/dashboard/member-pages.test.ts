@@ -60,6 +60,18 @@ function authorizeUrl(scope: string, challenge = pkce().challenge): string {
   return `${server.url.auth}/oauth2/auth?${q}`;
 }
 
+/** Exchanges the code the callback received last, as the client would: the connection is then active. */
+async function exchangeLatestCode(verifier: string) {
+  const exchanged = await token(server, {
+    grant_type: 'authorization_code',
+    code: callback.received.at(-1)!.searchParams.get('code')!,
+    code_verifier: verifier,
+    redirect_uri: callback.url,
+    client_id: clientId,
+  });
+  expect(exchanged.res.status).toBe(200);
+}
+
 /** The ceiling boxes of the consent page: [value, ticked]. */
 const ceilingBoxes = (page: Page) =>
   page
@@ -121,15 +133,7 @@ describe(`member pages at 390 and 1280 px (${ENGINE})`, () => {
       await look('consent');
       await page.getByRole('button', { name: 'Allow' }).click();
       await page.waitForURL(/\/callback\?/);
-      const code = callback.received.at(-1)!.searchParams.get('code')!;
-      const exchanged = await token(server, {
-        grant_type: 'authorization_code',
-        code,
-        code_verifier: verifier,
-        redirect_uri: callback.url,
-        client_id: clientId,
-      });
-      expect(exchanged.res.status).toBe(200);
+      await exchangeLatestCode(verifier);
 
       await page.goto(authorizeUrl('agency:mcp:read agency:mcp:write offline_access'));
       await page.getByLabel(/Northwind Studio/).check();
@@ -265,14 +269,7 @@ describe(`keyboard only, JavaScript off (${ENGINE})`, () => {
     await page.keyboard.press('Enter');
     await page.waitForURL(/\/callback\?/);
     expect(callback.received.length).toBe(before + 1);
-    const exchanged = await token(server, {
-      grant_type: 'authorization_code',
-      code: callback.received.at(-1)!.searchParams.get('code')!,
-      code_verifier: verifier,
-      redirect_uri: callback.url,
-      client_id: clientId,
-    });
-    expect(exchanged.res.status).toBe(200);
+    await exchangeLatestCode(verifier);
 
     await page.goto(`${server.url.auth}/dashboard`);
     await tabTo(page, 'button[aria-label="Disconnect Planner Bot"]');
