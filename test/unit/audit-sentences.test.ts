@@ -5,7 +5,10 @@ import { relativeTime } from '../../src/web/when.js';
 
 /** The history as a member reads it: actor, subject and app by name, never an id or an event code. */
 
-const entry = (type: string, o: Partial<AuditEntry> & { detail?: object } = {}): AuditEntry => ({
+const entry = (
+  type: string,
+  o: Omit<Partial<AuditEntry>, 'detail'> & { detail?: object } = {},
+): AuditEntry => ({
   id: 'evt_1',
   type,
   agency_id: 'agy_1',
