@@ -270,6 +270,7 @@ ${events.length ? markup`<table><thead><tr><th>When</th><th>Event</th><th>Detail
       const { agencyId, actor } = await targetAndActor(user.userId, targetId);
       const ended = await removeMember(ctx.db, ctx.clock, actor, targetId);
       for (const id of ended) ctx.connectionLiveness.forget(id);
+      ctx.metrics.connectionRevoked('member_removed', ended.length);
       return { agencyId, done: 'member-removed' };
     }),
   );

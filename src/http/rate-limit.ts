@@ -4,7 +4,7 @@ import {
   type RateLimiterAbstract,
   RateLimiterMemory,
   RateLimiterRedis,
-  type RateLimiterRes,
+  RateLimiterRes,
 } from 'rate-limiter-flexible';
 
 export interface LimitSpec {
@@ -21,6 +21,20 @@ export type LimiterFactory = (spec: LimitSpec) => RateLimiterAbstract;
 
 export const memoryLimiters: LimiterFactory = (s) =>
   new RateLimiterMemory({ keyPrefix: s.keyPrefix, points: s.points, duration: s.durationSeconds });
+
+/** The same limiters, each refusal (a `RateLimiterRes` rejection of `consume`) reported by the limiter's key prefix. */
+export function countRefusals(factory: LimiterFactory, refused: (limit: string) => void): LimiterFactory {
+  return (spec) => {
+    const limiter = factory(spec);
+    const consume = limiter.consume.bind(limiter);
+    limiter.consume = (key, points, options) =>
+      consume(key, points, options).catch((e: unknown) => {
+        if (e instanceof RateLimiterRes) refused(spec.keyPrefix);
+        throw e;
+      });
+    return limiter;
+  };
+}
 
 /** Seconds until a refused caller may try again, at least 1 (the `Retry-After` value, RFC 9110 §10.2.3). */
 export function retryAfterSeconds(res: RateLimiterRes): number {
