@@ -211,7 +211,7 @@ async function buildContext(
       cacheCounter: metrics.tokenCache,
     }),
     versions: o.versions ?? releasedVersions,
-    limiters: countRefusals(o.limiters ?? (redis ? redisLimiters(redis.client) : memoryLimiters), (limit) =>
+    limiters: countRefusals(o.limiters ?? (redis ? redisLimiters(redis) : memoryLimiters), (limit) =>
       metrics.rateLimited(limit),
     ),
     readiness: () => checkReadiness(store, redis?.client),
