@@ -108,6 +108,8 @@ export function connectRedis(
   });
   // ioredis reconnects by itself; meanwhile the limits count in memory.
   client.on('error', (e) => watch.failed(e));
+  // A connection closed by the server (a restart) is reconnected without any error event: an outage all the same.
+  client.on('reconnecting', () => watch.failed(new Error('Connection is closed; reconnecting')));
   client.on('ready', () => watch.succeeded());
   return {
     client,
