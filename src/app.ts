@@ -18,7 +18,7 @@ import { isConnectionLive } from './domain/connections.js';
 import { isEmpty, seedDemo } from './domain/demo-seed.js';
 import { isSessionLive } from './domain/sessions.js';
 import { findUserById } from './domain/users.js';
-import { NO_METRICS } from './base/metrics.js';
+import { type CacheCounter, type Metrics, NO_METRICS } from './base/metrics.js';
 import {
   connectRedis,
   countRefusals,
@@ -145,33 +145,13 @@ async function buildContext(
 ): Promise<AppContext> {
   const clock = o.clock ?? systemClock;
   const metrics = o.prometheus ?? NO_METRICS;
-  const applied = await migrateToLatest(store.db);
-  if (applied.length) log.info({ migrations: applied.map((m) => m.migrationName) }, 'migrations applied');
-  const seed = o.seedDemoIfEmpty ?? !config.production;
-  if (seed && store.engine === 'sqlite' && (await isEmpty(store.db))) {
-    log.info({ users: await seedDemo(store.db, clock, config.production) }, 'demo seeded');
-  }
+  await prepareDatabase(config, log, store, clock, o);
   // Retired keys stay published for the longest token life they may have signed.
   const keys = new SigningKeys(store.db, clock, config.signingAlg, config.sessionTtlSeconds * 1000);
   await keys.init();
-  const ttlMs = config.livenessCacheSeconds * 1000;
-  const sessionLiveness = new LivenessCache(
-    clock,
-    ttlMs,
-    config.tokenCacheSize,
-    (sid) => isSessionLive(store.db, clock, sid),
-    metrics.sessionLiveness,
-  );
-  // OAuth tokens carrying `cid` are accepted only while their connection (the grant) is live (docs/contract.md#connections).
-  const connectionLiveness = new LivenessCache(
-    clock,
-    ttlMs,
-    config.tokenCacheSize,
-    (cid) => isConnectionLive(store.db, clock, cid),
-    metrics.connectionLiveness,
-  );
+  const reads = cachedReads(config, store, clock, metrics);
   const redis = config.redisUrl ? openRedis(config.redisUrl, log, o.prometheus) : undefined;
-  const ctx: AppContext = {
+  return {
     config,
     store,
     db: store.db,
@@ -179,35 +159,14 @@ async function buildContext(
     log,
     metrics,
     keys,
-    sessionLiveness,
-    connectionLiveness,
-    users: new CachedLookup({
-      clock,
-      ttlMs,
-      capacity: config.tokenCacheSize,
-      load: (id) => findUserById(store.db, id),
-      counter: metrics.users,
-    }),
-    clientPins: new CachedLookup({
-      clock,
-      ttlMs,
-      capacity: config.tokenCacheSize,
-      load: async (clientId) =>
-        (
-          await store.db
-            .selectFrom('oauth_clients')
-            .select('api_version')
-            .where('client_id', '=', clientId)
-            .executeTakeFirst()
-        )?.api_version ?? null,
-    }),
+    ...reads,
     verifier: new TokenVerifier({
       issuer: () => knownUrl(config, 'auth') ?? '',
       keys,
       clock,
       cacheSize: config.tokenCacheSize,
-      sessions: sessionLiveness,
-      connections: connectionLiveness,
+      sessions: reads.sessionLiveness,
+      connections: reads.connectionLiveness,
       cacheCounter: metrics.tokenCache,
     }),
     versions: o.versions ?? releasedVersions,
@@ -220,7 +179,60 @@ async function buildContext(
       await store.close();
     },
   };
-  return ctx;
+}
+
+/** Migrates, and seeds the demo on an empty embedded database when asked (never in production). */
+async function prepareDatabase(
+  config: Config,
+  log: FastifyBaseLogger,
+  store: Store,
+  clock: Clock,
+  o: ContextOptions,
+): Promise<void> {
+  const applied = await migrateToLatest(store.db);
+  if (applied.length) log.info({ migrations: applied.map((m) => m.migrationName) }, 'migrations applied');
+  const seed = o.seedDemoIfEmpty ?? !config.production;
+  if (seed && store.engine === 'sqlite' && (await isEmpty(store.db))) {
+    log.info({ users: await seedDemo(store.db, clock, config.production) }, 'demo seeded');
+  }
+}
+
+/**
+ * The per-request reads kept for LIVENESS_CACHE_SECONDS (the README's revocation bound): session and connection
+ * liveness, user rows and OAuth clients' version pins.
+ */
+function cachedReads(config: Config, store: Store, clock: Clock, metrics: Metrics) {
+  const ttlMs = config.livenessCacheSeconds * 1000;
+  const capacity = config.tokenCacheSize;
+  const liveness = (
+    check: (db: Store['db'], c: Clock, id: string) => Promise<boolean>,
+    counter: CacheCounter,
+  ) => new LivenessCache(clock, ttlMs, capacity, (id) => check(store.db, clock, id), counter);
+  return {
+    sessionLiveness: liveness(isSessionLive, metrics.sessionLiveness),
+    // OAuth tokens carrying `cid` are accepted only while their connection (the grant) is live (docs/contract.md#connections).
+    connectionLiveness: liveness(isConnectionLive, metrics.connectionLiveness),
+    users: new CachedLookup({
+      clock,
+      ttlMs,
+      capacity,
+      load: (id) => findUserById(store.db, id),
+      counter: metrics.users,
+    }),
+    clientPins: new CachedLookup({
+      clock,
+      ttlMs,
+      capacity,
+      load: async (clientId) =>
+        (
+          await store.db
+            .selectFrom('oauth_clients')
+            .select('api_version')
+            .where('client_id', '=', clientId)
+            .executeTakeFirst()
+        )?.api_version ?? null,
+    }),
+  };
 }
 
 /** Redis for the shared rate limits, its outages logged once by its watch and reported as `svc_dependency_up`. */
