@@ -27,7 +27,11 @@ import { TcpForwarder } from '../helpers/tcp-forwarder.js';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CLI = `${ROOT}bin/svc.js`;
 const PG_URL = process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
-const REDIS_URL = process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+/**
+ * Redis database 1, not 0: the rate-limit counters per client address outlive a test run, and these tests sign in
+ * many times from 127.0.0.1, which would use up the per-address budget of the tests that count on database 0.
+ */
+const REDIS_URL = new URL('/1', process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379').toString();
 const APP = `svc-multi-${randomBytes(4).toString('hex')}`;
 const LIVENESS_SECONDS = 2;
 const PER_USERNAME = 10;
