@@ -18,8 +18,16 @@ import { isConnectionLive } from './domain/connections.js';
 import { isEmpty, seedDemo } from './domain/demo-seed.js';
 import { isSessionLive } from './domain/sessions.js';
 import { findUserById } from './domain/users.js';
-import { connectRedis, type LimiterFactory, memoryLimiters, redisLimiters } from './http/rate-limit.js';
+import { type CacheCounter, type Metrics, NO_METRICS } from './base/metrics.js';
+import {
+  connectRedis,
+  countRefusals,
+  type LimiterFactory,
+  memoryLimiters,
+  redisLimiters,
+} from './http/rate-limit.js';
 import { DependencyWatch } from './http/dependency-outage.js';
+import { listenMetrics, type MetricsListener, PrometheusMetrics } from './http/metrics.js';
 import { createServer, type SurfaceServerOptions } from './http/server.js';
 import { MCP_SERVER_OPTIONS } from './mcp-kit/endpoint.js';
 import { mcpSurface } from './mcp/plugin.js';
@@ -79,8 +87,13 @@ export interface StartOptions {
 export interface Services {
   ctx: AppContext;
   servers: Partial<Record<Surface, FastifyInstance>>;
+  /** `http://HOST:PORT/metrics` when METRICS_PORT is set (the bound port when it is 0). */
+  metricsUrl: string | undefined;
   close(): Promise<void>;
 }
+
+/** What the context is built with beyond the start options: this instance's metrics registry, when there is one. */
+type ContextOptions = StartOptions & { prometheus?: PrometheusMetrics | undefined };
 
 export function createLogger(config: Config): FastifyBaseLogger {
   return pino({ level: config.logLevel, base: { service: 'svc' } });
@@ -89,26 +102,35 @@ export function createLogger(config: Config): FastifyBaseLogger {
 /** Opens the store, migrates, loads keys, builds the requested surfaces and listens. */
 export async function startServices(config: Config, o: StartOptions = {}): Promise<Services> {
   const log = o.logger ?? createLogger(config);
-  const ctx = await createContext(config, log, o);
+  // One registry per instance, made here and nowhere else: two instances in one process never share a series.
+  const prometheus = config.metricsPort === undefined ? undefined : new PrometheusMetrics();
+  const ctx = await createContext(config, log, { ...o, prometheus });
   const servers: Partial<Record<Surface, FastifyInstance>> = {};
+  let metrics: MetricsListener | undefined;
   try {
     for (const surface of o.only ?? SURFACES)
       servers[surface] = await listen(ctx, surface, SURFACE_MODULES[surface]);
     publishUrls(ctx, servers);
+    if (prometheus) {
+      metrics = await listenMetrics(config, prometheus.registry, config.metricsPort!);
+      log.info({ url: metrics.url }, 'metrics listening');
+    }
   } catch (e) {
-    await Promise.allSettled(Object.values(servers).map((s) => s.close()));
-    await ctx.close();
+    await shutdown(ctx, servers, metrics);
     throw e;
   }
-  return { ctx, servers, close: () => shutdown(ctx, servers) };
+  return { ctx, servers, metricsUrl: metrics?.url, close: () => shutdown(ctx, servers, metrics) };
 }
 
 export async function createContext(
   config: Config,
   log: FastifyBaseLogger,
-  o: StartOptions = {},
+  o: ContextOptions = {},
 ): Promise<AppContext> {
-  const store = openStore(config, new DependencyWatch('database', log));
+  const watch = new DependencyWatch('database', log);
+  const store = openStore(config, watch);
+  o.prometheus?.observeDependency('database', watch);
+  if (store.pool) o.prometheus?.observePool(store.pool, config.databasePoolSize);
   try {
     return await buildContext(config, log, store, o);
   } catch (e) {
@@ -121,56 +143,94 @@ async function buildContext(
   config: Config,
   log: FastifyBaseLogger,
   store: Store,
-  o: StartOptions,
+  o: ContextOptions,
 ): Promise<AppContext> {
   const clock = o.clock ?? systemClock;
+  const metrics = o.prometheus ?? NO_METRICS;
+  await prepareDatabase(config, log, store, clock, o);
+  // Retired keys stay published for the longest token life they may have signed.
+  const keys = new SigningKeys(store.db, clock, config.signingAlg, config.sessionTtlSeconds * 1000);
+  await keys.init();
+  const reads = cachedReads(config, store, clock, metrics);
+  const redis = config.redisUrl ? openRedis(config.redisUrl, log, o.prometheus) : undefined;
+  const verifier = new TokenVerifier({
+    issuer: () => knownUrl(config, 'auth') ?? '',
+    keys,
+    clock,
+    cacheSize: config.tokenCacheSize,
+    sessions: reads.sessionLiveness,
+    connections: reads.connectionLiveness,
+    cacheCounter: metrics.tokenCache,
+  });
+  return {
+    config,
+    store,
+    db: store.db,
+    clock,
+    log,
+    metrics,
+    keys,
+    ...reads,
+    verifier,
+    webSessions: new WebSessions({
+      issuer: () => urls.issuer(config),
+      verifier,
+      sessionTtlSeconds: config.sessionTtlSeconds,
+    }),
+    versions: o.versions ?? releasedVersions,
+    limiters: countRefusals(o.limiters ?? (redis ? redisLimiters(redis) : memoryLimiters), (limit) =>
+      metrics.rateLimited(limit),
+    ),
+    readiness: () => checkReadiness(store, redis?.client),
+    async close() {
+      await redis?.close();
+      await store.close();
+    },
+  };
+}
+
+/** Migrates, and seeds the demo on an empty embedded database when asked (never in production). */
+async function prepareDatabase(
+  config: Config,
+  log: FastifyBaseLogger,
+  store: Store,
+  clock: Clock,
+  o: ContextOptions,
+): Promise<void> {
   const applied = await migrateToLatest(store.db);
   if (applied.length) log.info({ migrations: applied.map((m) => m.migrationName) }, 'migrations applied');
   const seed = o.seedDemoIfEmpty ?? !config.production;
   if (seed && store.engine === 'sqlite' && (await isEmpty(store.db))) {
     log.info({ users: await seedDemo(store.db, clock, config.production) }, 'demo seeded');
   }
-  // Retired keys stay published for the longest token life they may have signed.
-  const keys = new SigningKeys(store.db, clock, config.signingAlg, config.sessionTtlSeconds * 1000);
-  await keys.init();
+}
+
+/**
+ * The per-request reads kept for LIVENESS_CACHE_SECONDS (the README's revocation bound): session and connection
+ * liveness, user rows and OAuth clients' version pins.
+ */
+function cachedReads(config: Config, store: Store, clock: Clock, metrics: Metrics) {
   const ttlMs = config.livenessCacheSeconds * 1000;
-  const sessionLiveness = new LivenessCache(clock, ttlMs, config.tokenCacheSize, (sid) =>
-    isSessionLive(store.db, clock, sid),
-  );
-  // OAuth tokens carrying `cid` are accepted only while their connection (the grant) is live (docs/contract.md#connections).
-  const connectionLiveness = new LivenessCache(clock, ttlMs, config.tokenCacheSize, (cid) =>
-    isConnectionLive(store.db, clock, cid),
-  );
-  const verifier = new TokenVerifier({
-    issuer: () => knownUrl(config, 'auth') ?? '',
-    keys,
-    clock,
-    cacheSize: config.tokenCacheSize,
-    sessions: sessionLiveness,
-    connections: connectionLiveness,
-  });
-  const redis = config.redisUrl
-    ? connectRedis(config.redisUrl, new DependencyWatch('redis (rate limits fall back to memory)', log))
-    : undefined;
-  const ctx: AppContext = {
-    config,
-    store,
-    db: store.db,
-    clock,
-    log,
-    keys,
-    sessionLiveness,
-    connectionLiveness,
+  const capacity = config.tokenCacheSize;
+  const liveness = (
+    check: (db: Store['db'], c: Clock, id: string) => Promise<boolean>,
+    counter: CacheCounter,
+  ) => new LivenessCache(clock, ttlMs, capacity, (id) => check(store.db, clock, id), counter);
+  return {
+    sessionLiveness: liveness(isSessionLive, metrics.sessionLiveness),
+    // OAuth tokens carrying `cid` are accepted only while their connection (the grant) is live (docs/contract.md#connections).
+    connectionLiveness: liveness(isConnectionLive, metrics.connectionLiveness),
     users: new CachedLookup({
       clock,
       ttlMs,
-      capacity: config.tokenCacheSize,
+      capacity,
       load: (id) => findUserById(store.db, id),
+      counter: metrics.users,
     }),
     clientPins: new CachedLookup({
       clock,
       ttlMs,
-      capacity: config.tokenCacheSize,
+      capacity,
       load: async (clientId) =>
         (
           await store.db
@@ -180,21 +240,14 @@ async function buildContext(
             .executeTakeFirst()
         )?.api_version ?? null,
     }),
-    verifier,
-    webSessions: new WebSessions({
-      issuer: () => urls.issuer(config),
-      verifier,
-      sessionTtlSeconds: config.sessionTtlSeconds,
-    }),
-    versions: o.versions ?? releasedVersions,
-    limiters: o.limiters ?? (redis ? redisLimiters(redis.client) : memoryLimiters),
-    readiness: () => checkReadiness(store, redis?.client),
-    async close() {
-      await redis?.close();
-      await store.close();
-    },
   };
-  return ctx;
+}
+
+/** Redis for the shared rate limits, its outages logged once by its watch and reported as `svc_dependency_up`. */
+function openRedis(url: string, log: FastifyBaseLogger, prometheus: PrometheusMetrics | undefined) {
+  const watch = new DependencyWatch('redis (rate limits fall back to memory)', log);
+  prometheus?.observeDependency('redis', watch);
+  return connectRedis(url, watch);
 }
 
 /** How long readiness waits for each dependency before calling it down. */
@@ -232,7 +285,12 @@ function readinessRoute(app: FastifyInstance, ctx: AppContext): void {
 
 async function listen(ctx: AppContext, surface: Surface, module: SurfaceModule): Promise<FastifyInstance> {
   const { config } = ctx;
-  const app = createServer(config, { surface, logger: ctx.log, ...module.serverOptions?.(ctx) });
+  const app = createServer(config, {
+    surface,
+    logger: ctx.log,
+    metrics: ctx.metrics,
+    ...module.serverOptions?.(ctx),
+  });
   readinessRoute(app, ctx);
   await app.register(async (scope) => module.plugin(scope, ctx));
   await app.listen({ host: config.host, port: config.ports[surface] });
@@ -255,7 +313,11 @@ function publishUrls(ctx: AppContext, servers: Partial<Record<Surface, FastifyIn
 }
 
 /** Stops accepting, lets in-flight requests finish, then closes the database. */
-async function shutdown(ctx: AppContext, servers: Partial<Record<Surface, FastifyInstance>>): Promise<void> {
-  await Promise.allSettled(Object.values(servers).map((s) => s.close()));
+async function shutdown(
+  ctx: AppContext,
+  servers: Partial<Record<Surface, FastifyInstance>>,
+  metrics: MetricsListener | undefined,
+): Promise<void> {
+  await Promise.allSettled([...Object.values(servers).map((s) => s.close()), metrics?.close()]);
   await ctx.close();
 }

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Config } from './config/config.js';
 import type { Clock } from './base/clock.js';
+import type { Metrics } from './base/metrics.js';
 import type { UserRow } from './domain/users.js';
 import type { LimiterFactory } from './http/rate-limit.js';
 import type { CachedLookup } from './store/cached-lookup.js';
@@ -20,6 +21,8 @@ export interface AppContext {
   db: Kysely<Database>;
   clock: Clock;
   log: FastifyBaseLogger;
+  /** What the operator scrapes on METRICS_PORT; counts nothing when it is unset. */
+  metrics: Metrics;
   keys: SigningKeys;
   verifier: TokenVerifier;
   sessionLiveness: LivenessCache;

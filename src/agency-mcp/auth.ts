@@ -80,6 +80,8 @@ export interface AgencyCall {
   permissions?: ReadonlySet<string>;
   /** For tools/call: the tool named in the request (the only one the per-request server needs to register). */
   calledTool?: string;
+  /** Why the dashboard API refused the call (401: the grant has ended): the request is then answered 401. */
+  refused?: string;
   requestId: string;
 }
 

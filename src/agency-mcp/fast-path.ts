@@ -1,8 +1,9 @@
+import type { ErrorBody } from '../http/errors.js';
 import { canonicalToolCall, type FastPath, MODERN_REVISION, toolResultAnswer } from '../mcp-kit/fast-path.js';
 import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import { agencyCallOf } from './auth.js';
 import type { DashboardGateway } from './gateway.js';
-import { AGENCY_SERVER_INFO, toolResult } from './server.js';
+import { AGENCY_SERVER_INFO, refuse, toolResult } from './server.js';
 import { AGENCY_TOOLS, type AgencyToolDefinition } from './tools.js';
 
 const LEGACY_REVISIONS = MCP_PROTOCOL_VERSIONS.filter((v) => v !== MODERN_REVISION);
@@ -34,6 +35,9 @@ export function agencyFastPath(gateway: DashboardGateway): FastPath {
       {},
       caller.requestId,
     );
+    // The grant has ended: the endpoint answers 401 (refusedDuringCall), as the SDK path does.
+    if (res.status === 401)
+      refuse(gateway, caller, request.mcpAuth.token, (res.body as ErrorBody).error.message);
     if (res.status >= 300) return undefined;
     const result = toolResult(res.body as Record<string, unknown>);
     // The SDK writes `_meta` (the server's identity) first on the modern wire and none on the 2025 wire.

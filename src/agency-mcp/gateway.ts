@@ -67,9 +67,14 @@ export class DashboardGateway {
     }
   }
 
-  /** Drops the cached exchange of an inbound token (after the dashboard API refused it). */
-  forget(inbound: string): void {
+  /**
+   * Drops the cached exchange of an inbound token and the cached liveness of its connection, after the dashboard API
+   * or the exchange refused it: the grant has ended, maybe on another instance, so the next request is refused at
+   * authentication instead of trusting this instance's caches for the rest of LIVENESS_CACHE_SECONDS.
+   */
+  forget(inbound: string, connectionId: string): void {
     this.exchanged.delete(inbound);
+    this.ctx.connectionLiveness.forget(connectionId);
   }
 
   /** Calls one dashboard API operation with a dashboard API token. */

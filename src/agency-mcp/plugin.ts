@@ -67,6 +67,10 @@ export async function agencyMcpSurface(
     },
     handler,
     ...(ctx.config.mcpFastPath ? { fastPath: agencyFastPath(gateway) } : {}),
+    refusedDuringCall: (request) => {
+      const refused = (request.mcpAuth?.extra?.['agency'] as AgencyCall | undefined)?.refused;
+      return refused === undefined ? undefined : unauthorized(site().metadataUrl, 'invalid_token', refused);
+    },
   });
 }
 
@@ -130,7 +134,7 @@ async function prepareCall(
       return sendJsonRpcError(request, reply, 503, JSON_RPC_ERRORS.serverError, message);
     }
     if (!(e instanceof ExchangeRefused)) throw e;
-    gateway.forget(auth.token);
+    gateway.forget(auth.token, call.principal.connectionId);
     return sendAuthError(request, reply, unauthorized(metadataUrl, 'invalid_token', e.message));
   }
   return undefined;

@@ -139,13 +139,20 @@ async function runTool(
   );
   if (res.status < 300) return toolResult(res.body as Record<string, unknown>);
   const error = (res.body as ErrorBody).error;
-  if (res.status === 401) gateway.forget(call.http?.authInfo?.token ?? '');
+  // The grant has ended (revoked on another instance, or expired): the endpoint answers 401, not this tool error.
+  if (res.status === 401) refuse(gateway, caller, call.http?.authInfo?.token ?? '', error.message);
   return {
     isError: true,
     content: [
       { type: 'text', text: `${error.message} (${error.code}${error.param ? `, ${error.param}` : ''})` },
     ],
   };
+}
+
+/** Marks the call refused (answered 401 by the endpoint) and forgets what was cached for its token. */
+export function refuse(gateway: DashboardGateway, caller: AgencyCall, token: string, message: string): void {
+  caller.refused = message;
+  gateway.forget(token, caller.principal.connectionId);
 }
 
 /** A tool's success: the object as structured content and a short text rendering of it. */

@@ -285,6 +285,7 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
     return true;
   });
   if (!won) return reuse(now);
+  ctx.metrics.refresh('rotated');
   return sendTokens(reply, {
     access_token: await mintConnectionAccessToken(ctx, connection, scope),
     token_type: 'Bearer',
@@ -306,6 +307,7 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
       // Only the immediately previous token: its successor must not have been rotated itself.
       if (next && next.rotated_at === null && narrowed(next.scope).length > 0) {
         const scope = narrowed(next.scope).join(' ');
+        ctx.metrics.refresh('grace_replay');
         return sendTokens(reply, {
           access_token: await mintConnectionAccessToken(ctx, connection, scope),
           token_type: 'Bearer',
@@ -316,6 +318,7 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
       }
     }
     // docs/contract.md#tokens: reusing a rotated refresh token revokes the whole connection.
+    ctx.metrics.refresh('reuse_detected');
     if (await endConnection(ctx, row!.id, 'refresh_reuse')) {
       ctx.log.warn({ connection_id: row!.id }, 'refresh token reused; connection revoked');
     }

@@ -24,6 +24,7 @@ export const envSchema = z.object({
   MCP_PORT: port.default(4001),
   AGENCY_MCP_PORT: port.default(4002),
   AUTH_PORT: port.default(4003),
+  METRICS_PORT: port.optional(),
   BASE_URL: publicUrl.optional(),
   MCP_URL: publicUrl.optional(),
   AGENCY_MCP_URL: publicUrl.optional(),
@@ -93,6 +94,8 @@ export interface Config {
   production: boolean;
   host: string;
   ports: Record<Surface, number>;
+  /** The Prometheus listener's port (on HOST, `GET /metrics`); undefined = no metrics (docs/deployment.md#metrics). */
+  metricsPort: number | undefined;
   /** Configured public URLs; a surface on port 0 has none here and gets one once the services listen (`publishBindings`). */
   urls: Record<Surface, string | undefined>;
   dataDir: string;
@@ -201,6 +204,7 @@ function fromEnv(e: Env): Config {
     production: e.NODE_ENV === 'production',
     host: e.HOST,
     ports,
+    metricsPort: e.METRICS_PORT,
     urls: {
       api: e.BASE_URL ?? loopbackUrl(ports.api),
       mcp: e.MCP_URL ?? loopbackUrl(ports.mcp),

@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import type { AgenciesTable, Database, MembersTable } from '../store/schema.js';
 import { audit } from './audit.js';
 import type { Clock } from '../base/clock.js';
+import type { Metrics } from '../base/metrics.js';
 import {
   type ConnectionLivenessMemory,
   endMemberConnections,
@@ -155,6 +156,7 @@ export interface MembershipDeps {
   db: Kysely<Database>;
   clock: Clock;
   connectionLiveness: ConnectionLivenessMemory;
+  metrics?: Pick<Metrics, 'connectionRevoked'>;
 }
 
 /**
@@ -225,6 +227,7 @@ export async function removeMember(
     return endMemberConnections(trx, clock, target.id, actor.user_id);
   });
   for (const id of ended) deps.connectionLiveness.forget(id);
+  deps.metrics?.connectionRevoked('member_removed', ended.length);
   return ended;
 }
 

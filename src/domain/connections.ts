@@ -3,6 +3,7 @@ import type { ConnectionsTable, Database } from '../store/schema.js';
 import { audit } from './audit.js';
 import type { Clock } from '../base/clock.js';
 import { newId } from '../base/ids.js';
+import type { Metrics } from '../base/metrics.js';
 import { narrowCeiling, parseList, type Role } from './permissions.js';
 
 /**
@@ -183,13 +184,19 @@ export interface ConnectionLivenessMemory {
  * (other instances within the liveness bound). The one way to end a connection; false when it had already ended.
  */
 export async function endConnection(
-  deps: { db: Db; clock: Clock; connectionLiveness: ConnectionLivenessMemory },
+  deps: {
+    db: Db;
+    clock: Clock;
+    connectionLiveness: ConnectionLivenessMemory;
+    metrics?: Pick<Metrics, 'connectionRevoked'>;
+  },
   id: string,
   reason: RevokeReason,
   actorUserId: string | null = null,
 ): Promise<boolean> {
   const ended = await revokeConnection(deps.db, deps.clock, id, reason, actorUserId);
   deps.connectionLiveness.forget(id);
+  if (ended) deps.metrics?.connectionRevoked(reason);
   return ended;
 }
 

@@ -1,11 +1,6 @@
 import { Redis } from 'ioredis';
-import type { DependencyWatch } from './dependency-outage.js';
-import {
-  type RateLimiterAbstract,
-  RateLimiterMemory,
-  RateLimiterRedis,
-  type RateLimiterRes,
-} from 'rate-limiter-flexible';
+import { type DependencyWatch, isDependencyOutage } from './dependency-outage.js';
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 
 export interface LimitSpec {
   keyPrefix: string;
@@ -16,30 +11,82 @@ export interface LimitSpec {
 /** How long a Redis connect or command may take before the rate limits use memory instead. */
 export const REDIS_TIMEOUT_MS = 500;
 
+/** What the routes use of a limiter; a refusal rejects with a `RateLimiterRes`. */
+export interface Limiter {
+  consume(key: string, points?: number): Promise<RateLimiterRes>;
+  reward(key: string, points?: number): Promise<RateLimiterRes>;
+  delete(key: string): Promise<boolean>;
+}
+
 /** A limiter factory: in memory by default; the app swaps in a Redis-backed one when REDIS_URL is set. */
-export type LimiterFactory = (spec: LimitSpec) => RateLimiterAbstract;
+export type LimiterFactory = (spec: LimitSpec) => Limiter;
 
 export const memoryLimiters: LimiterFactory = (s) =>
   new RateLimiterMemory({ keyPrefix: s.keyPrefix, points: s.points, duration: s.durationSeconds });
+
+/** The same limiters, each refusal (a `RateLimiterRes` rejection of `consume`) reported by the limiter's key prefix. */
+export function countRefusals(factory: LimiterFactory, refused: (limit: string) => void): LimiterFactory {
+  return (spec) => {
+    const limiter = factory(spec);
+    return {
+      consume: (key, points) =>
+        limiter.consume(key, points).catch((e: unknown) => {
+          if (e instanceof RateLimiterRes) refused(spec.keyPrefix);
+          throw e;
+        }),
+      reward: (key, points) => limiter.reward(key, points),
+      delete: (key) => limiter.delete(key),
+    };
+  };
+}
 
 /** Seconds until a refused caller may try again, at least 1 (the `Retry-After` value, RFC 9110 §10.2.3). */
 export function retryAfterSeconds(res: RateLimiterRes): number {
   return Math.max(1, Math.ceil(res.msBeforeNext / 1000));
 }
 
+/** Redis for the rate limits, with what the limiters need to know of its health. */
+export interface RedisConnection {
+  client: Redis;
+  /** Whether commands may be sent now: connected, and not found unresponsive since. */
+  readonly ready: boolean;
+  /** A command failed: logged once per outage; an unresponsive connection is dropped so the next uses memory. */
+  failed(error: unknown): void;
+  close(): Promise<void>;
+}
+
 /**
- * Limiters whose counters live in Redis, so that every instance counts against the same limit. If Redis is
- * unreachable, requests are limited by an in-memory fallback rather than let through unlimited or refused outright.
+ * Limiters whose counters live in Redis, so that every instance counts against the same limit. While Redis is down
+ * or unresponsive, each limiter counts in this instance's memory instead — neither letting requests through
+ * unlimited nor refusing them — and a request waits for Redis at most once (REDIS_TIMEOUT_MS): the failure drops
+ * the connection, and until it is ready again the limits go straight to memory.
  */
-export function redisLimiters(client: Redis): LimiterFactory {
-  return (s) =>
-    new RateLimiterRedis({
-      storeClient: client,
+export function redisLimiters(redis: RedisConnection): LimiterFactory {
+  return (s) => {
+    const shared = new RateLimiterRedis({
+      storeClient: redis.client,
       keyPrefix: `svc:${s.keyPrefix}`,
       points: s.points,
       duration: s.durationSeconds,
-      insuranceLimiter: memoryLimiters(s) as RateLimiterMemory,
+      rejectIfRedisNotReady: true,
     });
+    const local = memoryLimiters(s);
+    const run = async <T>(op: (limiter: Limiter) => Promise<T>): Promise<T> => {
+      if (!redis.ready) return op(local);
+      try {
+        return await op(shared);
+      } catch (e) {
+        if (e instanceof RateLimiterRes) throw e;
+        redis.failed(e);
+        return op(local);
+      }
+    };
+    return {
+      consume: (key, points) => run((l) => l.consume(key, points)),
+      reward: (key, points) => run((l) => l.reward(key, points)),
+      delete: (key) => run((l) => l.delete(key)),
+    };
+  };
 }
 
 /**
@@ -51,7 +98,7 @@ export function connectRedis(
   url: string,
   watch: DependencyWatch,
   timeoutMs = REDIS_TIMEOUT_MS,
-): { client: Redis; close(): Promise<void> } {
+): RedisConnection {
   const client = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
@@ -59,8 +106,22 @@ export function connectRedis(
     connectTimeout: timeoutMs,
     commandTimeout: timeoutMs,
   });
-  // ioredis reconnects by itself; meanwhile the insurance limiter (memory) counts.
+  // ioredis reconnects by itself; meanwhile the limits count in memory.
   client.on('error', (e) => watch.failed(e));
+  // A connection closed by the server (a restart) is reconnected without any error event: an outage all the same.
+  client.on('reconnecting', () => watch.failed(new Error('Connection is closed; reconnecting')));
   client.on('ready', () => watch.succeeded());
-  return { client, close: async () => void (await client.quit().catch(() => client.disconnect())) };
+  return {
+    client,
+    get ready() {
+      return client.status === 'ready';
+    },
+    failed(error) {
+      watch.failed(error);
+      // A stalled server keeps the socket open and answers nothing: no error event ever comes, so the connection
+      // is dropped here. ioredis reconnects, and is ready again only once Redis answers its handshake.
+      if (client.status === 'ready' && isDependencyOutage(error)) client.disconnect(true);
+    },
+    close: async () => void (await client.quit().catch(() => client.disconnect())),
+  };
 }

@@ -9,12 +9,15 @@ import Fastify, {
 import type { Logger } from 'pino';
 import type { Config, Surface } from '../config/config.js';
 import { newId } from '../base/ids.js';
+import { type Metrics, NO_METRICS } from '../base/metrics.js';
 import { deferredChildLogger } from './deferred-logger.js';
 import { ApiError, type ErrorCode } from './errors.js';
 
 export interface ServerOptions {
   surface: Surface;
   logger: FastifyBaseLogger;
+  /** Counts every answered request by surface, route pattern and status class (none when METRICS_PORT is unset). */
+  metrics?: Metrics;
   /** Headers every response of the surface carries (the REST host's `Link` to its AI catalog). */
   responseHeaders?: Record<string, string>;
   /** Headers added to the raw error responses written before a request exists (431, 400 on a broken request). */
@@ -24,16 +27,20 @@ export interface ServerOptions {
 }
 
 /** What a surface declares about the server it runs on (its static headers and error shape). */
-export type SurfaceServerOptions = Omit<ServerOptions, 'surface' | 'logger'>;
+export type SurfaceServerOptions = Omit<ServerOptions, 'surface' | 'logger' | 'metrics'>;
 
 /**
  * The access log: one line per request for the operator, keyed by request id like every other line, with the surface
  * (from the server's logger), method, route, path, status and duration — never the query, headers or body, where
  * tokens, codes and passwords travel. Errors at error, the rest at info; with ACCESS_LOG=off successes go to debug.
- * It replaces Fastify's two lines, and costs no hook of its own.
+ * It replaces Fastify's two lines, and costs no hook of its own; the request metrics ride on it for the same reason.
  */
 class RequestLog extends LogController {
-  constructor(private readonly successLevel: 'info' | 'debug') {
+  constructor(
+    private readonly successLevel: 'info' | 'debug',
+    private readonly surface: Surface,
+    private readonly metrics: Metrics,
+  ) {
     super({ requestIdLogLabel: 'request_id' });
   }
 
@@ -45,13 +52,16 @@ class RequestLog extends LogController {
     reply: FastifyReply,
   ): void {
     const status = reply.statusCode;
+    // The route pattern, never the raw path: label values stay bounded whatever paths clients send.
+    const route = request.routeOptions.url;
+    this.metrics.httpRequest(this.surface, request.method, route, status, reply.elapsedTime / 1000);
     const level = status >= 500 ? 'error' : status >= 400 ? 'info' : this.successLevel;
     if (!(request.log as Logger).isLevelEnabled(level)) return;
     const path = request.url.split('?', 1)[0];
     request.log[level](
       {
         method: request.method,
-        route: request.routeOptions.url ?? null,
+        route: route ?? null,
         path,
         status,
         ms: Math.round(reply.elapsedTime),
@@ -71,7 +81,7 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     loggerInstance: log,
     genReqId: () => newId('req'),
     requestIdHeader: false,
-    logController: new RequestLog(config.accessLog ? 'info' : 'debug'),
+    logController: new RequestLog(config.accessLog ? 'info' : 'debug', o.surface, o.metrics ?? NO_METRICS),
     childLoggerFactory: deferredChildLogger,
     bodyLimit: config.bodyLimitBytes,
     // Slow requests are cut (RFC 9110 §15.5.9): the whole request, headers and body, within requestTimeout, checked

@@ -24,6 +24,12 @@ export interface McpEndpointOptions {
   handler: McpHttpHandler;
   /** Answers the hottest calls without the SDK when they arrive in their canonical shape (see fast-path.ts). */
   fastPath?: FastPath;
+  /**
+   * A refusal learnt only while the call ran (the agency server's grant turned out to have ended): the request is
+   * then answered with it (401 and the challenge) instead of the call's result. When set, a `tools/call` answer is
+   * read whole before it is sent, so that its status can still change.
+   */
+  refusedDuringCall?(request: FastifyRequest): McpAuthError | undefined;
 }
 
 /** Every MCP host answers in JSON-RPC, also when Node refuses a request before it exists (431, broken syntax). */
@@ -104,24 +110,34 @@ export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptio
         );
       }
       const fast = o.fastPath && (await o.fastPath(request));
+      const refused = o.refusedDuringCall?.(request);
+      if (refused) return sendAuthError(request, reply, refused);
       // A Buffer, as the SDK's answers are sent: Fastify would add a charset to a string's content type.
       if (fast) return reply.code(fast.status).headers(fast.headers).send(Buffer.from(fast.body));
-      return serveMcp(o.handler, request, reply);
+      return serveMcp(o, request, reply);
     },
   });
 }
 
 /** Hands the authenticated request to the SDK and writes its web Response back through Fastify. */
-async function serveMcp(handler: McpHttpHandler, request: FastifyRequest, reply: FastifyReply) {
+async function serveMcp(o: McpEndpointOptions, request: FastifyRequest, reply: FastifyReply) {
   const abort = new AbortController();
   // Only a client that leaves before the answer is complete cancels the exchange (an SSE stream, a slow handler).
   reply.raw.once('close', () => {
     if (!reply.raw.writableFinished) abort.abort();
   });
-  const response = await handler.fetch(toWebRequest(request, abort.signal), {
+  const response = await o.handler.fetch(toWebRequest(request, abort.signal), {
     ...(request.mcpAuth ? { authInfo: request.mcpAuth } : {}),
     ...(request.body !== undefined ? { parsedBody: request.body } : {}),
   });
+  if (o.refusedDuringCall && isToolCall(request.body)) {
+    // The answer of one tool call ends with its result (a JSON body, or a stream the SDK closes after it): read
+    // whole, it is sent only once the call is known not to have been refused.
+    const body = Buffer.from(await response.arrayBuffer());
+    const refused = o.refusedDuringCall(request);
+    if (refused) return sendAuthError(request, reply, refused);
+    return reply.code(response.status).headers(Object.fromEntries(response.headers)).send(body);
+  }
   reply.code(response.status);
   for (const [name, value] of response.headers) reply.header(name, value);
   if (response.body === null) return reply.send();
@@ -129,6 +145,10 @@ async function serveMcp(handler: McpHttpHandler, request: FastifyRequest, reply:
     return reply.send(Readable.fromWeb(response.body as NodeReadableStream<Uint8Array>));
   }
   return reply.send(Buffer.from(await response.arrayBuffer()));
+}
+
+function isToolCall(body: unknown): boolean {
+  return typeof body === 'object' && body !== null && (body as { method?: unknown }).method === 'tools/call';
 }
 
 /**

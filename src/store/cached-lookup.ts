@@ -1,5 +1,6 @@
 import type { Clock } from '../base/clock.js';
 import { Lru } from '../base/lru.js';
+import type { CacheCounter } from '../base/metrics.js';
 
 export interface CachedLookupOptions<T> {
   clock: Clock;
@@ -9,6 +10,8 @@ export interface CachedLookupOptions<T> {
   load: (id: string) => Promise<T>;
   /** Values that can never change again (a revoked session stays revoked) are kept until evicted, not re-read. */
   isFinal?: (value: T) => boolean;
+  /** Told whether each lookup was answered from the cache (the metrics' hits and misses). */
+  counter?: CacheCounter;
 }
 
 /**
@@ -26,7 +29,10 @@ export class CachedLookup<T> {
   async get(id: string): Promise<T> {
     const now = this.o.clock.now();
     const entry = this.entries.get(id);
-    if (entry && (now - entry.loadedAt < this.o.ttlMs || this.o.isFinal?.(entry.value))) return entry.value;
+    const hit =
+      entry !== undefined && (now - entry.loadedAt < this.o.ttlMs || this.o.isFinal?.(entry.value) === true);
+    this.o.counter?.lookup(hit);
+    if (hit) return entry.value;
     let pending = this.inFlight.get(id);
     if (!pending) {
       pending = this.o.load(id).finally(() => this.inFlight.delete(id));

@@ -11,7 +11,17 @@ export type Engine = 'sqlite' | 'postgres';
 export interface Store {
   db: Kysely<Database>;
   engine: Engine;
+  /** PostgreSQL only: the pool's connections now (the embedded database has one in-process connection, no pool). */
+  pool?: PoolStats;
   close(): Promise<void>;
+}
+
+/** What a PostgreSQL pool holds at this moment, for the metrics. */
+export interface PoolStats {
+  readonly totalCount: number;
+  readonly idleCount: number;
+  /** Requests queued for a connection (each waits at most DATABASE_CONNECT_TIMEOUT_MS). */
+  readonly waitingCount: number;
 }
 
 const PG_INT8 = 20;
@@ -27,8 +37,9 @@ type StoreConfig = Pick<Config, 'databaseUrl' | 'dataDir' | 'databasePoolSize'> 
 
 /** Opens the configured engine: PostgreSQL when DATABASE_URL is set, else a SQLite file in DATA_DIR (WAL). */
 export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
-  const dialect = config.databaseUrl
-    ? new PostgresDialect({ pool: postgresPool(config.databaseUrl, config) })
+  const pool = config.databaseUrl ? postgresPool(config.databaseUrl, config) : undefined;
+  const dialect = pool
+    ? new PostgresDialect({ pool })
     : new SqliteDialect({ database: sqliteFile(config.dataDir) });
   const db = new Kysely<Database>({
     dialect,
@@ -36,7 +47,12 @@ export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
       ? { log: (event) => (event.level === 'error' ? watch.failed(event.error) : watch.succeeded()) }
       : {}),
   });
-  return { db, engine: config.databaseUrl ? 'postgres' : 'sqlite', close: () => db.destroy() };
+  return {
+    db,
+    engine: pool ? 'postgres' : 'sqlite',
+    ...(pool ? { pool } : {}),
+    close: () => db.destroy(),
+  };
 }
 
 /**

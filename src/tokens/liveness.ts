@@ -1,4 +1,5 @@
 import type { Clock } from '../base/clock.js';
+import type { CacheCounter } from '../base/metrics.js';
 import { CachedLookup } from '../store/cached-lookup.js';
 
 /**
@@ -9,8 +10,21 @@ import { CachedLookup } from '../store/cached-lookup.js';
 export class LivenessCache {
   private readonly lookup: CachedLookup<boolean>;
 
-  constructor(clock: Clock, ttlMs: number, capacity: number, check: (id: string) => Promise<boolean>) {
-    this.lookup = new CachedLookup({ clock, ttlMs, capacity, load: check, isFinal: (live) => !live });
+  constructor(
+    clock: Clock,
+    ttlMs: number,
+    capacity: number,
+    check: (id: string) => Promise<boolean>,
+    counter?: CacheCounter,
+  ) {
+    this.lookup = new CachedLookup({
+      clock,
+      ttlMs,
+      capacity,
+      load: check,
+      isFinal: (live) => !live,
+      counter,
+    });
   }
 
   isLive(id: string): Promise<boolean> {

@@ -311,12 +311,12 @@ describe('changes in the dashboard take effect on the next call (docs/contract.m
     const g = await grant(server);
     expect((await rawCall(g.token, 'get_agency')).status).toBe(200);
     const ctx = server.services.ctx;
-    // No forget(): this instance's liveness cache still says live; only the dashboard API's own read sees it.
+    // No forget(): this instance's liveness cache still says live; only the dashboard API's own read sees it, and
+    // the answer is the 401 the revoking instance gives, not a tool error.
     await revokeConnection(ctx.db, ctx.clock, g.connection.id, 'disconnected');
     const res = await rawCall(g.token, 'get_agency');
-    const msg = (await jsonRpcOf(res)) as { result: { isError: boolean; content: { text: string }[] } };
-    expect(msg.result.isError).toBe(true);
-    expect(msg.result.content[0]!.text).toContain('token_revoked');
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toContain('resource_metadata=');
     const list = await modernRequest(endpoint, 'tools/list', {}, { token: g.token });
     expect(list.status).toBe(401);
   });

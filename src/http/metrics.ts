@@ -1,0 +1,236 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { CacheCounter, Metrics, RefreshOutcome } from '../base/metrics.js';
+import { type Config, urlHost } from '../config/config.js';
+import { REVOKE_REASONS } from '../domain/connections.js';
+import type { PoolStats } from '../store/database.js';
+
+/** The label of every request no route matched: one value, whatever path was asked (bounded cardinality). */
+export const UNMATCHED_ROUTE = '(unmatched)';
+
+/** Seconds; from a cached token check (well under a millisecond) to a request waiting out a dependency bound. */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const REFRESH_OUTCOMES: readonly RefreshOutcome[] = ['rotated', 'grace_replay', 'reuse_detected'];
+const CACHES = ['token', 'session_liveness', 'connection_liveness', 'user'] as const;
+
+interface RequestSeries {
+  count: Counter.Internal;
+  latency: Histogram.Internal<string>;
+}
+
+/** Anything that knows whether its dependency is up: a `DependencyWatch`. */
+export interface DependencyState {
+  readonly available: boolean;
+}
+
+/**
+ * The metrics of one service instance in Prometheus text format (prom-client), in a registry of its own: two
+ * instances in one process (the tests) never share a series. Gauges of state (pool, dependencies) are read when
+ * scraped, so nothing runs between scrapes.
+ */
+export class PrometheusMetrics implements Metrics {
+  readonly registry = new Registry();
+  readonly tokenCache: CacheCounter;
+  readonly sessionLiveness: CacheCounter;
+  readonly connectionLiveness: CacheCounter;
+  readonly users: CacheCounter;
+  private readonly requests: Counter<string>;
+  private readonly latency: Histogram<string>;
+  /** Label children by their values, so a request costs a map lookup rather than prom-client's label hashing. */
+  private readonly series = new Map<string, RequestSeries>();
+  private readonly refreshes: Counter<string>;
+  private readonly revoked: Counter<string>;
+  private readonly refusals: Counter<string>;
+  private readonly dependencies = new Map<string, DependencyState>();
+
+  constructor() {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    const labelNames = ['surface', 'method', 'route', 'status_class'];
+    this.requests = new Counter({
+      name: 'svc_http_requests_total',
+      help: 'HTTP requests answered',
+      labelNames,
+      registers,
+    });
+    this.latency = new Histogram({
+      name: 'svc_http_request_duration_seconds',
+      help: 'Time from the request to the end of its answer',
+      labelNames,
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    const lookups = new Counter({
+      name: 'svc_cache_lookups_total',
+      help: 'Cache lookups by cache and result (hit or miss)',
+      labelNames: ['cache', 'result'],
+      registers,
+    });
+    const counter = (cache: (typeof CACHES)[number]): CacheCounter => {
+      const hit = lookups.labels(cache, 'hit');
+      const miss = lookups.labels(cache, 'miss');
+      hit.inc(0);
+      miss.inc(0);
+      return { lookup: (isHit) => (isHit ? hit : miss).inc() };
+    };
+    [this.tokenCache, this.sessionLiveness, this.connectionLiveness, this.users] = CACHES.map(counter) as [
+      CacheCounter,
+      CacheCounter,
+      CacheCounter,
+      CacheCounter,
+    ];
+    this.refreshes = new Counter({
+      name: 'svc_oauth_refresh_total',
+      help: 'Refresh tokens presented, by outcome: rotated, replayed within the grace window, reuse detected (connection revoked)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.revoked = new Counter({
+      name: 'svc_connections_revoked_total',
+      help: 'Connections (OAuth grants) ended by this instance, by reason',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.refusals = new Counter({
+      name: 'svc_rate_limit_refusals_total',
+      help: 'Requests refused by a rate limit (429), by limit',
+      labelNames: ['limit'],
+      registers,
+    });
+    this.dependencyGauge();
+    // Every known label value starts at 0, so a rate() or an alert sees the series before its first event.
+    for (const outcome of REFRESH_OUTCOMES) this.refreshes.labels(outcome).inc(0);
+    for (const reason of REVOKE_REASONS) this.revoked.labels(reason).inc(0);
+  }
+
+  httpRequest(
+    surface: string,
+    method: string,
+    route: string | undefined,
+    status: number,
+    seconds: number,
+  ): void {
+    const key = `${surface} ${method} ${route ?? UNMATCHED_ROUTE} ${Math.floor(status / 100)}`;
+    let s = this.series.get(key);
+    if (!s) {
+      const labels = [surface, method, route ?? UNMATCHED_ROUTE, `${Math.floor(status / 100)}xx`];
+      s = { count: this.requests.labels(...labels), latency: this.latency.labels(...labels) };
+      this.series.set(key, s);
+    }
+    s.count.inc();
+    s.latency.observe(seconds);
+  }
+
+  refresh(outcome: RefreshOutcome): void {
+    this.refreshes.labels(outcome).inc();
+  }
+
+  connectionRevoked(reason: string, count = 1): void {
+    if (count > 0) this.revoked.labels(reason).inc(count);
+  }
+
+  rateLimited(limit: string): void {
+    this.refusals.labels(limit).inc();
+  }
+
+  /** Reports a dependency (`database`, `redis`) as `svc_dependency_up`, read from its watch when scraped. */
+  observeDependency(name: string, state: DependencyState): void {
+    this.dependencies.set(name, state);
+  }
+
+  /** PostgreSQL pool gauges, read when scraped. The embedded database has no pool, so none are exported for it. */
+  observePool(pool: PoolStats, max: number): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'svc_db_pool_connections',
+      help: 'PostgreSQL connections of this instance by state (in_use, idle)',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        this.labels('in_use').set(pool.totalCount - pool.idleCount);
+        this.labels('idle').set(pool.idleCount);
+      },
+    });
+    new Gauge({
+      name: 'svc_db_pool_waiting',
+      help: 'Requests waiting for a PostgreSQL connection (each for at most DATABASE_CONNECT_TIMEOUT_MS)',
+      registers,
+      collect() {
+        this.set(pool.waitingCount);
+      },
+    });
+    new Gauge({ name: 'svc_db_pool_max', help: 'DATABASE_POOL_SIZE', registers }).set(max);
+  }
+
+  private dependencyGauge(): void {
+    const dependencies = this.dependencies;
+    new Gauge({
+      name: 'svc_dependency_up',
+      help: 'Whether a dependency answers (1) or is down (0), as this instance last saw it',
+      labelNames: ['dependency'],
+      registers: [this.registry],
+      collect() {
+        for (const [name, state] of dependencies) this.labels(name).set(state.available ? 1 : 0);
+      },
+    });
+  }
+}
+
+export interface MetricsListener {
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * The metrics listener on METRICS_PORT, apart from every public surface: `GET /metrics` and nothing else. Plain
+ * node:http (a scrape needs no routing, hooks or JSON), with the same header and request time limits as the surfaces.
+ */
+export async function listenMetrics(
+  config: Config,
+  registry: Registry,
+  port: number,
+): Promise<MetricsListener> {
+  const server = createServer(
+    { maxHeaderSize: config.maxHeaderBytes, requestTimeout: config.requestTimeoutSeconds * 1000 },
+    (request, response) => void answerScrape(registry, request, response),
+  );
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, config.host, () => resolve());
+  });
+  const bound = (server.address() as AddressInfo).port;
+  return { url: `http://${urlHost(config.host)}:${bound}/metrics`, close: () => closeServer(server) };
+}
+
+async function answerScrape(
+  registry: Registry,
+  request: IncomingMessage,
+  response: ServerResponse,
+): Promise<void> {
+  const path = (request.url ?? '').split('?', 1)[0];
+  if (path !== '/metrics') return plain(response, 404, 'Not found: the metrics are at /metrics\n');
+  if (request.method !== 'GET' && request.method !== 'HEAD') {
+    response.setHeader('allow', 'GET, HEAD');
+    return plain(response, 405, 'Method not allowed: use GET\n');
+  }
+  try {
+    const body = await registry.metrics();
+    response.writeHead(200, { 'content-type': registry.contentType, 'cache-control': 'no-store' });
+    response.end(request.method === 'HEAD' ? undefined : body);
+  } catch {
+    plain(response, 500, 'The metrics could not be collected\n');
+  }
+}
+
+function plain(response: ServerResponse, status: number, text: string): void {
+  response.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' });
+  response.end(text);
+}
+
+function closeServer(server: Server): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  // A scraper keeps its connection alive between scrapes; nothing is in flight that a stop should wait for.
+  server.closeAllConnections();
+  return closed;
+}

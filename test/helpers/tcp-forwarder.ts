@@ -1,0 +1,94 @@
+import { connect, createServer, type Server, type Socket } from 'node:net';
+
+/**
+ * A TCP proxy in front of a real dependency (PostgreSQL, Redis) that a test can make misbehave the way a network or
+ * a hung server does, without touching the machine's shared server:
+ * - `stall()`: stop forwarding in both directions while every socket stays open (a hung server, a black-holed
+ *   route); new connections are accepted and then held the same way;
+ * - `resume()`: forward again, what was held included;
+ * - `closeAll()`: cut every open connection (a server restart); new ones are still accepted.
+ */
+export class TcpForwarder {
+  private readonly pairs = new Set<[Socket, Socket]>();
+  private stalled = false;
+
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+  ) {}
+
+  /** Listens on a free loopback port and forwards every connection to `target`. */
+  static async start(target: { host: string; port: number }): Promise<TcpForwarder> {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const forwarder = new TcpForwarder(server, (server.address() as { port: number }).port);
+    server.on('connection', (client) => forwarder.accept(client, target));
+    return forwarder;
+  }
+
+  /** `url` with its host and port replaced by this forwarder's. */
+  urlFor(url: string): string {
+    const u = new URL(url);
+    u.hostname = '127.0.0.1';
+    u.port = String(this.port);
+    return u.toString();
+  }
+
+  stall(): void {
+    this.stalled = true;
+    for (const [client, upstream] of this.pairs) {
+      client.pause();
+      upstream.pause();
+    }
+  }
+
+  resume(): void {
+    this.stalled = false;
+    for (const [client, upstream] of this.pairs) {
+      client.resume();
+      upstream.resume();
+    }
+  }
+
+  closeAll(): void {
+    for (const [client, upstream] of this.pairs) {
+      client.destroy();
+      upstream.destroy();
+    }
+    this.pairs.clear();
+  }
+
+  async close(): Promise<void> {
+    this.closeAll();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private accept(client: Socket, target: { host: string; port: number }): void {
+    const upstream = connect(target.port, target.host);
+    const pair: [Socket, Socket] = [client, upstream];
+    this.pairs.add(pair);
+    forward(client, upstream, () => this.stalled);
+    forward(upstream, client, () => this.stalled);
+    if (this.stalled) {
+      client.pause();
+      upstream.pause();
+    }
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      this.pairs.delete(pair);
+    };
+    client.on('close', end).on('error', end);
+    upstream.on('close', end).on('error', end);
+  }
+}
+
+/** Copies `from` to `to` with backpressure; while stalled nothing is read, so the peer's writes back up in TCP. */
+function forward(from: Socket, to: Socket, stalled: () => boolean): void {
+  from.on('data', (chunk) => {
+    if (!to.write(chunk)) from.pause();
+  });
+  to.on('drain', () => {
+    if (!stalled()) from.resume();
+  });
+}

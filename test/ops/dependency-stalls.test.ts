@@ -1,0 +1,189 @@
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REDIS_TIMEOUT_MS } from '../../src/http/rate-limit.js';
+import { ENGINE, freshDatabase, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { TcpForwarder } from '../helpers/tcp-forwarder.js';
+
+/**
+ * A dependency that stops answering while its connections stay open — a hung server, a black-holed route — is the
+ * fault that turns unbounded waits into hung requests. PostgreSQL and Redis are put behind a TCP forwarder that the
+ * test stalls and resumes (the machine's shared servers are never touched): every request must be answered within
+ * the configured bounds, the process must stay up, say so once in the log, and serve normally again by itself.
+ */
+
+/**
+ * Redis database 1, not 0: the rate-limit counters per client address outlive a test run, and these tests sign in
+ * many times from 127.0.0.1, which would use up the per-address budget of the tests that count on database 0.
+ */
+const REDIS_URL = new URL('/1', process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379').toString();
+const CONNECT_MS = 500;
+const STATEMENT_MS = 1000;
+/** The longest a request may wait for PostgreSQL (the client gives up a second after statement_timeout). */
+const PG_BOUND_MS = Math.max(CONNECT_MS, STATEMENT_MS + 1000);
+/** Generous room for a loaded machine on top of a bound (argon2 hashing, scheduling). */
+const MARGIN_MS = 2000;
+
+async function timed<T>(work: () => Promise<T>): Promise<{ value: T; ms: number }> {
+  const started = performance.now();
+  const value = await work();
+  return { value, ms: performance.now() - started };
+}
+
+async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+const postSession = (server: TestServer, username: string, password: string) =>
+  fetch(`${server.url.auth}/api/sessions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username, password }),
+  });
+
+describe('PostgreSQL stalled behind a forwarder (always PostgreSQL)', () => {
+  let pg: TcpForwarder;
+  let server: TestServer;
+  let drop: () => Promise<void>;
+
+  beforeAll(async () => {
+    const db = await freshDatabase('postgres');
+    drop = db.drop;
+    const url = new URL(db.env['DATABASE_URL']!);
+    pg = await TcpForwarder.start({ host: url.hostname, port: Number(url.port || 5432) });
+    server = await startTestServer({
+      env: {
+        ...db.env,
+        DATABASE_URL: pg.urlFor(url.toString()),
+        DATABASE_CONNECT_TIMEOUT_MS: String(CONNECT_MS),
+        DATABASE_STATEMENT_TIMEOUT_MS: String(STATEMENT_MS),
+        DATABASE_POOL_SIZE: '4',
+        LIVENESS_CACHE_SECONDS: '0',
+      },
+    });
+  });
+  afterAll(async () => {
+    pg?.resume();
+    await server?.close();
+    await pg?.close();
+    await drop?.();
+  });
+
+  it('sign-in and /me answer 503 with Retry-After within the bounds, /ready names the database, and it recovers', async () => {
+    const { token } = await signIn(server);
+    const me = () => fetch(`${server.url.api}/me`, { headers: { authorization: `Bearer ${token}` } });
+    expect((await me()).status).toBe(200);
+    pg.stall();
+    // Several at once: the pooled connections are stuck and new ones cannot finish their handshake.
+    const answers = await Promise.all([
+      timed(me),
+      timed(me),
+      timed(() => postSession(server, 'ada', 'ada-demo-password')),
+      timed(me),
+      timed(me),
+      timed(() => postSession(server, 'grace', 'grace-demo-password')),
+    ]);
+    for (const { value: res, ms } of answers) {
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('5');
+      expect(ms).toBeLessThan(PG_BOUND_MS + MARGIN_MS);
+    }
+    // And once every pooled connection has been found stuck, the next ones too.
+    const later = await timed(me);
+    expect(later.value.status).toBe(503);
+    expect(later.ms).toBeLessThan(PG_BOUND_MS + MARGIN_MS);
+    const ready = await fetch(`${server.url.api}/ready`);
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toEqual({ status: 'unavailable', checks: { database: 'down' } });
+    expect((await fetch(`${server.url.api}/health`)).status).toBe(200);
+    pg.resume();
+    expect(await until(async () => (await me()).status === 200, 10_000)).toBe(true);
+    expect((await postSession(server, 'ada', 'ada-demo-password')).status).toBe(201);
+    expect((await fetch(`${server.url.api}/ready`)).status).toBe(200);
+    const lines = server.logs.lines.map((l) => l['msg']);
+    expect(lines.filter((m) => m === 'database unavailable')).toHaveLength(1);
+    expect(lines).toContain('database available again');
+    expect(lines.filter((m) => m === 'unhandled error' || m === 'MCP request failed')).toEqual([]);
+  });
+});
+
+describe(`Redis stalled behind a forwarder (${ENGINE})`, () => {
+  let redis: TcpForwarder;
+  let server: TestServer;
+  let direct: Redis;
+  const perUsername = 3;
+
+  beforeAll(async () => {
+    const url = new URL(REDIS_URL);
+    redis = await TcpForwarder.start({ host: url.hostname, port: Number(url.port || 6379) });
+    server = await startTestServer({
+      env: {
+        REDIS_URL: redis.urlFor(REDIS_URL),
+        SIGNIN_LIMIT_PER_USERNAME: String(perUsername),
+        // The per-address counter is shared by every test run against this Redis: out of the way here.
+        SIGNIN_LIMIT_PER_IP: '1000000',
+      },
+    });
+    direct = new Redis(REDIS_URL, { lazyConnect: true });
+    await direct.connect();
+  });
+  afterAll(async () => {
+    redis?.resume();
+    await server?.close();
+    await redis?.close();
+    direct?.disconnect();
+  });
+
+  /** Failed sign-ins of a fresh username; the counter key says whether Redis counted them. */
+  const failures = async (n: number) => {
+    const username = `nobody-${randomBytes(4).toString('hex')}`;
+    const statuses: number[] = [];
+    for (let i = 0; i < n; i++) statuses.push((await postSession(server, username, 'wrong')).status);
+    const inRedis = await direct.get(`svc:signin-user-ip:${JSON.stringify([username, '127.0.0.1'])}`);
+    return { statuses, inRedis };
+  };
+  const redisLines = () => server.logs.lines.filter((l) => String(l['msg']).startsWith('redis'));
+
+  it('counts in Redis while it answers', async () => {
+    expect(await failures(1)).toEqual({ statuses: [401], inRedis: '1' });
+  });
+
+  it('stalled: sign-in answers within the Redis bound on memory limits, /ready names redis, one warning', async () => {
+    redis.stall();
+    for (let i = 0; i < 3; i++) {
+      const { value: res, ms } = await timed(() => postSession(server, 'ada', 'ada-demo-password'));
+      expect(res.status).toBe(201);
+      expect(ms).toBeLessThan(REDIS_TIMEOUT_MS + MARGIN_MS);
+    }
+    // The limits still hold, counted in this instance's memory.
+    const during = await failures(perUsername + 1);
+    expect(during.statuses).toEqual([401, 401, 401, 429]);
+    expect(during.inRedis).toBeNull();
+    const ready = await fetch(`${server.url.api}/ready`);
+    expect(ready.status).toBe(503);
+    expect((await ready.json()) as unknown).toMatchObject({ checks: { redis: 'down' } });
+    expect(redisLines()).toHaveLength(1);
+    expect(redisLines()[0]).toMatchObject({
+      level: 40,
+      msg: 'redis (rate limits fall back to memory) unavailable',
+    });
+    expect((await fetch(`${server.url.api}/health`)).status).toBe(200);
+  });
+
+  it('resumed: Redis is used again, and the log says so once', async () => {
+    redis.resume();
+    expect(await until(async () => (await fetch(`${server.url.api}/ready`)).status === 200, 10_000)).toBe(
+      true,
+    );
+    expect(await failures(1)).toEqual({ statuses: [401], inRedis: '1' });
+    expect(redisLines().map((l) => l['msg'])).toEqual([
+      'redis (rate limits fall back to memory) unavailable',
+      'redis (rate limits fall back to memory) available again',
+    ]);
+  });
+});
