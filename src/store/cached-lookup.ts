@@ -16,7 +16,9 @@ export interface CachedLookupOptions<T> {
 
 /**
  * A bounded cache in front of a database read that runs on every request. Concurrent misses for one id share one
- * read; a write made in this process calls `forget`, so this process never serves its own stale data.
+ * read; a write made in this process calls `forget`, so this process never serves its own stale data — also when the
+ * write lands while a read is under way: that read's answer is not kept (it may predate the write), and the next
+ * lookup reads again.
  */
 export class CachedLookup<T> {
   private readonly entries: Lru<string, { value: T; loadedAt: number }>;
@@ -33,17 +35,32 @@ export class CachedLookup<T> {
       entry !== undefined && (now - entry.loadedAt < this.o.ttlMs || this.o.isFinal?.(entry.value) === true);
     this.o.counter?.lookup(hit);
     if (hit) return entry.value;
-    let pending = this.inFlight.get(id);
-    if (!pending) {
-      pending = this.o.load(id).finally(() => this.inFlight.delete(id));
-      this.inFlight.set(id, pending);
-    }
-    const value = await pending;
-    this.entries.set(id, { value, loadedAt: now });
-    return value;
+    return this.inFlight.get(id) ?? this.load(id, now);
+  }
+
+  private load(id: string, startedAt: number): Promise<T> {
+    const settle = (keep: () => void) => {
+      // Still the read of record: no `forget` came while it ran.
+      if (this.inFlight.get(id) !== loading) return;
+      this.inFlight.delete(id);
+      keep();
+    };
+    const loading: Promise<T> = this.o.load(id).then(
+      (value) => {
+        settle(() => this.entries.set(id, { value, loadedAt: startedAt }));
+        return value;
+      },
+      (error: unknown) => {
+        settle(() => {});
+        throw error;
+      },
+    );
+    this.inFlight.set(id, loading);
+    return loading;
   }
 
   forget(id: string): void {
     this.entries.delete(id);
+    this.inFlight.delete(id);
   }
 }
