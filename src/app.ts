@@ -1,6 +1,5 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import type { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { pino } from 'pino';
 import { agencyMcpSurface } from './agency-mcp/plugin.js';
@@ -24,6 +23,7 @@ import {
   countRefusals,
   type LimiterFactory,
   memoryLimiters,
+  type RedisConnection,
   redisLimiters,
 } from './http/rate-limit.js';
 import { DependencyWatch } from './http/dependency-outage.js';
@@ -181,7 +181,7 @@ async function buildContext(
     limiters: countRefusals(o.limiters ?? (redis ? redisLimiters(redis) : memoryLimiters), (limit) =>
       metrics.rateLimited(limit),
     ),
-    readiness: () => checkReadiness(store, redis?.client),
+    readiness: () => checkReadiness(store, redis),
     async close() {
       await redis?.close();
       await store.close();
@@ -254,7 +254,7 @@ function openRedis(url: string, log: FastifyBaseLogger, prometheus: PrometheusMe
 const READINESS_TIMEOUT_MS = 2000;
 
 /** Each dependency answers a trivial request within the bound, or is down. */
-async function checkReadiness(store: Store, redis: Redis | undefined): Promise<Readiness> {
+async function checkReadiness(store: Store, redis: RedisConnection | undefined): Promise<Readiness> {
   const within = <T>(work: Promise<T>) =>
     Promise.race([
       work.then(() => 'up' as const),
@@ -262,7 +262,10 @@ async function checkReadiness(store: Store, redis: Redis | undefined): Promise<R
     ]).catch(() => 'down' as const);
   const [database, cache] = await Promise.all([
     within(sql`select 1`.execute(store.db)),
-    redis ? within(redis.ping()) : undefined,
+    // A failed ping is an outage like any other: logged once by the watch, the limits counting in memory meanwhile.
+    redis
+      ? within(redis.client.ping().catch((e: unknown) => (redis.failed(e), Promise.reject(e))))
+      : undefined,
   ]);
   const checks: Readiness['checks'] = { database, ...(cache ? { redis: cache } : {}) };
   return { ready: Object.values(checks).every((c) => c === 'up'), checks };
