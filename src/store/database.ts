@@ -4,6 +4,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config/config.js';
+import { type PreparedSql, postgresPrepared, sqlitePrepared } from './prepared.js';
 import type { Database } from './schema.js';
 
 export type Engine = 'sqlite' | 'postgres';
@@ -11,6 +12,8 @@ export type Engine = 'sqlite' | 'postgres';
 export interface Store {
   db: Kysely<Database>;
   engine: Engine;
+  /** The same database for the statements of the hot paths, run without query building (prepared.ts). */
+  sql: PreparedSql;
   close(): Promise<void>;
 }
 
@@ -27,16 +30,17 @@ type StoreConfig = Pick<Config, 'databaseUrl' | 'dataDir' | 'databasePoolSize'> 
 
 /** Opens the configured engine: PostgreSQL when DATABASE_URL is set, else a SQLite file in DATA_DIR (WAL). */
 export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
-  const dialect = config.databaseUrl
-    ? new PostgresDialect({ pool: postgresPool(config.databaseUrl, config) })
-    : new SqliteDialect({ database: sqliteFile(config.dataDir) });
+  const pool = config.databaseUrl ? postgresPool(config.databaseUrl, config) : undefined;
+  const sqlite = pool ? undefined : sqliteFile(config.dataDir);
+  const dialect = pool ? new PostgresDialect({ pool }) : new SqliteDialect({ database: sqlite! });
   const db = new Kysely<Database>({
     dialect,
     ...(watch
       ? { log: (event) => (event.level === 'error' ? watch.failed(event.error) : watch.succeeded()) }
       : {}),
   });
-  return { db, engine: config.databaseUrl ? 'postgres' : 'sqlite', close: () => db.destroy() };
+  const sql = pool ? postgresPrepared(pool, watch) : sqlitePrepared(sqlite!, db, watch);
+  return { db, engine: sql.engine, sql, close: () => db.destroy() };
 }
 
 /**
