@@ -1,5 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
-import type { ConnectionsTable, Database } from '../store/schema.js';
+import type { PreparedSql } from '../store/prepared.js';
+import type { ConnectionsTable, Database, MembersTable } from '../store/schema.js';
 import { audit } from './audit.js';
 import type { Clock } from '../base/clock.js';
 import { newId } from '../base/ids.js';
@@ -315,25 +316,31 @@ export async function pruneExpiredGrantsHourly(db: Db, clock: Clock): Promise<vo
   await pruneExpiredGrants(db, clock);
 }
 
+/** A connection as it stands now, with its member's status and role and the agency's write setting. */
+export interface CurrentGrant {
+  status: ConnectionRow['status'];
+  expires_at: number;
+  ceiling: string;
+  member_id: string;
+  agency_id: string;
+  member_status: MembersTable['status'];
+  role: Role;
+  agent_write_enabled: number;
+}
+
+const CURRENT_GRANT = `SELECT c.status, c.expires_at, c.ceiling, c.member_id, c.agency_id,
+  m.status AS member_status, m.role, a.agent_write_enabled
+  FROM connections c JOIN members m ON m.id = c.member_id JOIN agencies a ON a.id = c.agency_id
+  WHERE c.id = $1`;
+
 /**
- * A connection as it stands now, with its member's status and role and the agency's write setting — read from the
- * database, never a cache, by every check that must see a disconnect, role change or removal at once (docs/contract.md#connections).
+ * The grant read from the database, never a cache, by every check that must see a disconnect, role change or
+ * removal at once (docs/contract.md#connections): one prepared statement joining the three rows, since it runs on
+ * every agency tool call (building it with Kysely cost more than running it).
  */
-export function currentGrant(db: Kysely<Database>, connectionId: string) {
-  return db
-    .selectFrom('connections as c')
-    .innerJoin('members as m', 'm.id', 'c.member_id')
-    .innerJoin('agencies as a', 'a.id', 'c.agency_id')
-    .select([
-      'c.status',
-      'c.expires_at',
-      'c.ceiling',
-      'c.member_id',
-      'c.agency_id',
-      'm.status as member_status',
-      'm.role',
-      'a.agent_write_enabled',
-    ])
-    .where('c.id', '=', connectionId)
-    .executeTakeFirst();
+export async function currentGrant(
+  sql: PreparedSql,
+  connectionId: string,
+): Promise<CurrentGrant | undefined> {
+  return (await sql.rows<CurrentGrant>(CURRENT_GRANT, [connectionId]))[0];
 }
