@@ -138,13 +138,17 @@ async function runTool(
     caller.requestId,
   );
   if (res.status < 300) return toolResult(res.body as Record<string, unknown>);
-  const error = (res.body as ErrorBody).error;
   if (res.status === 401) gateway.forget(call.http?.authInfo?.token ?? '');
+  return toolError(res.body as ErrorBody);
+}
+
+/** A refusal of the dashboard API as a tool error naming its code and parameter (docs/contract.md#agency-mcp-server). */
+export function toolError(body: ErrorBody) {
+  const { message, code, param } = body.error;
+  // In the order the SDK writes a tool error, so that the fast path's bytes equal the SDK's.
   return {
+    content: [{ type: 'text' as const, text: `${message} (${code}${param ? `, ${param}` : ''})` }],
     isError: true,
-    content: [
-      { type: 'text', text: `${error.message} (${error.code}${error.param ? `, ${error.param}` : ''})` },
-    ],
   };
 }
 
