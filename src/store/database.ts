@@ -4,6 +4,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config/config.js';
+import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './checkpointer.js';
 import { type PreparedSql, postgresPrepared, sqlitePrepared } from './prepared.js';
 import type { Database } from './schema.js';
 
@@ -32,6 +33,7 @@ type StoreConfig = Pick<Config, 'databaseUrl' | 'dataDir' | 'databasePoolSize'> 
 export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
   const pool = config.databaseUrl ? postgresPool(config.databaseUrl, config) : undefined;
   const sqlite = pool ? undefined : sqliteFile(config.dataDir);
+  const checkpointer = sqlite && startCheckpointer(sqlite.name);
   const dialect = pool ? new PostgresDialect({ pool }) : new SqliteDialect({ database: sqlite! });
   const db = new Kysely<Database>({
     dialect,
@@ -40,7 +42,11 @@ export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
       : {}),
   });
   const sql = pool ? postgresPrepared(pool, watch) : sqlitePrepared(sqlite!, db, watch);
-  return { db, engine: sql.engine, sql, close: () => db.destroy() };
+  const close = async () => {
+    await checkpointer?.stop();
+    await db.destroy();
+  };
+  return { db, engine: sql.engine, sql, close };
 }
 
 /**
@@ -79,6 +85,8 @@ function sqliteFile(dataDir: string): SQLite.Database {
   database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
   database.pragma('busy_timeout = 5000');
+  // Checkpoints run on a worker (checkpointer.ts); this connection checkpoints only if the worker falls far behind.
+  database.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
   cachePreparedStatements(database);
   return database;
 }
