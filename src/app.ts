@@ -133,11 +133,11 @@ async function buildContext(
   await keys.init();
   const ttlMs = config.livenessCacheSeconds * 1000;
   const sessionLiveness = new LivenessCache(clock, ttlMs, config.tokenCacheSize, (sid) =>
-    isSessionLive(store.db, clock, sid),
+    isSessionLive(store.sql, clock, sid),
   );
   // OAuth tokens carrying `cid` are accepted only while their connection (the grant) is live (docs/contract.md#connections).
   const connectionLiveness = new LivenessCache(clock, ttlMs, config.tokenCacheSize, (cid) =>
-    isConnectionLive(store.db, clock, cid),
+    isConnectionLive(store.sql, clock, cid),
   );
   const redis = config.redisUrl
     ? connectRedis(config.redisUrl, new DependencyWatch('redis (rate limits fall back to memory)', log))

@@ -194,13 +194,11 @@ export async function endConnection(
   return ended;
 }
 
+const CONNECTION_LIVENESS = 'SELECT status, expires_at FROM connections WHERE id = $1';
+
 /** Whether a token minted under this connection may still be used: active and not expired. */
-export async function isConnectionLive(db: Kysely<Database>, clock: Clock, id: string): Promise<boolean> {
-  const row = await db
-    .selectFrom('connections')
-    .select(['status', 'expires_at'])
-    .where('id', '=', id)
-    .executeTakeFirst();
+export async function isConnectionLive(sql: PreparedSql, clock: Clock, id: string): Promise<boolean> {
+  const [row] = await sql.rows<Pick<ConnectionRow, 'status' | 'expires_at'>>(CONNECTION_LIVENESS, [id]);
   return row !== undefined && row.status === 'active' && row.expires_at > clock.now();
 }
 
