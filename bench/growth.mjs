@@ -65,7 +65,7 @@ function bulkStatements(rows, { counter, hex }, ids) {
     [
       `INSERT INTO connections (id, user_id, client_id, resource, scopes, ceiling, status, created_at, last_used_at,
          expires_at)
-       SELECT 'con_bulk' || n, $1, 'bulk-client-' || (n % 1000), $2, 'agency:mcp:read offline_access', '[]',
+       SELECT 'con_bulk' || n, $1, 'bulk-client-' || n, $2, 'agency:mcp:read offline_access', '[]',
          'active', CAST($3 AS bigint), CAST($3 AS bigint), CAST($4 AS bigint) FROM ${counter(connections)}`,
       [ids.user, AGENCY_RESOURCE, now, now + 30 * DAY],
     ],
