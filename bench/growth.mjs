@@ -34,13 +34,6 @@ const DEMO_IDS = {
   members: 'SELECT id FROM members WHERE agency_id = $1 ORDER BY id',
 };
 
-/**
- * Rows the hourly prune deletes once the reuse window has passed: rotated tokens of a family (their reuse is then
- * recognised through the family, domain/refresh-tokens.ts). The bulk rows, like tokens issued before families, have
- * none and are kept until they expire.
- */
-const PRUNABLE = 'SELECT count(*) FROM refresh_tokens WHERE family IS NOT NULL AND rotated_at IS NOT NULL';
-
 /** Row sources and random hex strings in each engine's SQL. */
 const SQLITE = {
   counter: (n) =>
@@ -107,14 +100,13 @@ function sqliteStore(svc) {
         for (const [text, values] of bulkStatements(rows, SQLITE, ids)) run(text, values);
       })();
     },
-    /** Bytes in use (pages less free pages), rows of refresh_tokens, and those the hourly prune will delete. */
+    /** Bytes in use (pages less free pages) and rows of refresh_tokens. */
     async storage() {
       db.pragma('wal_checkpoint(PASSIVE)');
       const pages = db.pragma('page_count', { simple: true }) - db.pragma('freelist_count', { simple: true });
       return {
         bytes: pages * db.pragma('page_size', { simple: true }),
         rows: db.prepare('SELECT count(*) FROM refresh_tokens').pluck().get(),
-        prunable: db.prepare(PRUNABLE).pluck().get(),
       };
     },
     close: async () => db.close(),
@@ -142,13 +134,12 @@ async function postgresStore(schema) {
       await client.query('COMMIT');
       await client.query('ANALYZE connections, refresh_tokens, audit_events');
     },
-    /** Bytes of refresh_tokens with its indexes, its rows, and those the hourly prune will delete. */
+    /** Bytes of refresh_tokens with its indexes, and its rows. */
     async storage() {
       const [r] = await rowsOf(
-        `SELECT pg_total_relation_size('refresh_tokens') AS bytes, (SELECT count(*) FROM refresh_tokens) AS rows,
-           (${PRUNABLE}) AS prunable`,
+        "SELECT pg_total_relation_size('refresh_tokens') AS bytes, (SELECT count(*) FROM refresh_tokens) AS rows",
       );
-      return { bytes: Number(r.bytes), rows: Number(r.rows), prunable: Number(r.prunable) };
+      return { bytes: Number(r.bytes), rows: Number(r.rows) };
     },
     close: () => client.end(),
   };
@@ -376,13 +367,12 @@ async function measureEngine(engine, steps) {
   const perRotation = {
     rows: (after.rows - before.rows) / count,
     bytes: (after.bytes - before.bytes) / count,
-    kept: (after.rows - after.prunable - (before.rows - before.prunable)) / count,
   };
   note(
-    `${name}: storage per rotation ${perRotation.rows.toFixed(2)} refresh_tokens rows, ${perRotation.bytes.toFixed(0)} ` +
-      `bytes (${count} rotations on the empty database), of which ${perRotation.kept.toFixed(3)} rows stay after ` +
-      `the hourly prune: a rotated token's row goes an hour after the reuse window, its family still recognises ` +
-      `it, so a chain keeps its live token and the rotations of the last hour, however long it lives`,
+    `${name}: storage per rotation ${perRotation.rows.toFixed(3)} refresh_tokens rows, ${perRotation.bytes.toFixed(0)} ` +
+      `bytes (${count} rotations on the empty database): each rotation deletes the row its family no longer needs, ` +
+      `so a chain keeps two rows however long it lives (bytes: SQLite's pages in use; PostgreSQL's relation with its ` +
+      `dead rows, which autovacuum reclaims)`,
   );
   const short = engine === 'postgres' ? 'PostgreSQL' : 'SQLite';
   return {

@@ -241,6 +241,7 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
   // successor and slides the connection's expiry, all committed before the answer.
   const won = await rotateRefreshToken(ctx.store.sql, {
     hash,
+    parentHash: row.parent_hash,
     connectionId: row.id,
     // RFC 6749 §6: the refresh token keeps the scope originally granted; only the access token is narrowed.
     successor: {
@@ -250,7 +251,6 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
       family: successor.family,
     },
     now,
-    keepRotatedMs: graceMs,
   });
   if (!won) return reuse(now);
   return sendTokens(reply, {

@@ -291,14 +291,14 @@ export async function endMemberConnections(
 
 /**
  * Deletes what can no longer be used: authorization codes past their life, and pending connections whose code
- * expired unexchanged (kept an hour for diagnosis). Rotated refresh tokens stay while their connection lives, since
- * reuse detection needs them.
+ * expired unexchanged (kept an hour for diagnosis). Rotated refresh tokens of a family are deleted by the rotation that
+ * no longer needs them (domain/refresh-tokens.ts); what is left here is the tokens that expired.
  */
 export async function pruneExpiredGrants(db: Db, clock: Clock): Promise<void> {
   const cutoff = clock.now() - 3600_000;
   await db.deleteFrom('authorization_codes').where('expires_at', '<', cutoff).execute();
-  // One row per rotation: an expired one can no longer be used nor meaningfully reused, so it goes. Rotated tokens
-  // that have not expired stay, because presenting one again is how reuse is detected (docs/contract.md#tokens).
+  // An expired token can no longer be used nor meaningfully reused, so it goes. Rotated tokens without a family that
+  // have not expired stay, because presenting one again is how their reuse is detected (docs/contract.md#tokens).
   await db.deleteFrom('refresh_tokens').where('expires_at', '<', cutoff).execute();
   const abandoned = db.deleteFrom('connections').where('status', '=', 'pending');
   await abandoned.where('expires_at', '<', cutoff).execute();

@@ -9,10 +9,11 @@ import { CONNECTION_TTL_MS } from './connections.js';
  * prepared statements (store/prepared.ts) rather than built queries.
  *
  * Families: the tokens of one authorization share a family tag (auth/refresh-token.ts puts it in the token; rows keep
- * its hash). A rotated row is needed whole only during the reuse window (the grace answer reads its salt and its
- * successor); after that, presenting the token is reuse, and the family alone says which connection to end. So a
- * rotated row of a family expires at the end of the window and the hourly prune deletes it: a family keeps about one
- * row however often it rotates. Rows without a family (issued before families) are kept until they expire.
+ * its hash). Of a family's rotated tokens only the immediately previous one is needed whole: within the reuse window
+ * a retry with it gets its successor again (its salt, its successor's row). Any older one presented again is reuse,
+ * and the family alone says which connection to end. So the rotation that makes a token older than the immediately
+ * previous one deletes its row, in the same atomic write: a family keeps two rows however often and however long it
+ * rotates. Rows without a family (tokens issued before families) are kept until they expire, as detection needs them.
  */
 
 type Db = Kysely<Database>;
@@ -20,6 +21,7 @@ type Db = Kysely<Database>;
 /** A refresh token with the connection it belongs to, as the refresh grant reads it. */
 export interface RefreshGrant {
   hash: string;
+  parent_hash: string | null;
   successor_salt: string;
   scope: string;
   rotated_at: number | null;
@@ -36,7 +38,7 @@ export interface RefreshGrant {
   connection_expires_at: number;
 }
 
-const FIND_GRANT = `SELECT rt.hash, rt.successor_salt, rt.scope, rt.rotated_at, rt.expires_at, rt.family,
+const FIND_GRANT = `SELECT rt.hash, rt.parent_hash, rt.successor_salt, rt.scope, rt.rotated_at, rt.expires_at, rt.family,
   c.id, c.user_id, c.client_id, c.resource, c.agency_id, c.member_id, c.status, c.scopes AS connection_scopes,
   c.expires_at AS connection_expires_at
   FROM refresh_tokens rt JOIN connections c ON c.id = rt.connection_id WHERE rt.hash = $1`;
@@ -95,38 +97,39 @@ export async function storeRefreshToken(db: Db, t: NewRefreshToken): Promise<voi
 export interface Rotation {
   /** The presented token's hash. */
   hash: string;
+  /** Its parent's: the row that this rotation makes older than the immediately previous token. */
+  parentHash: string | null;
   connectionId: string;
   successor: Omit<NewRefreshToken, 'connectionId' | 'parentHash' | 'now'>;
   now: number;
-  /** How long the consumed row stays whole: the reuse window (its family recognises it after). */
-  keepRotatedMs: number;
 }
 
-// Single use by compare-and-set (`rotated_at IS NULL`): of concurrent rotations of one token exactly one changes
-// the row. A row of a family then expires at the end of the reuse window; one without a family keeps its expiry.
-const CONSUME = `UPDATE refresh_tokens SET rotated_at = $1,
-  expires_at = CASE WHEN family IS NULL THEN expires_at ELSE $2 END
-  WHERE hash = $3 AND rotated_at IS NULL`;
+// Single use by compare-and-set (`rotated_at IS NULL`): of concurrent rotations of one token exactly one changes the
+// row. Only `rotated_at`, which no index holds, changes: PostgreSQL can update the row in place (HOT).
+const CONSUME = 'UPDATE refresh_tokens SET rotated_at = $1 WHERE hash = $2 AND rotated_at IS NULL';
 const INSERT_SUCCESSOR = `INSERT INTO refresh_tokens
   (hash, connection_id, parent_hash, successor_salt, scope, issued_at, rotated_at, expires_at, family)
   VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, $8)`;
 const SLIDE = `UPDATE connections SET expires_at = $1, last_used_at = $2 WHERE id = $3 AND status = 'active'`;
+/** The grandparent of the new token, when it belongs to a family (see above). */
+const PRUNE_GRANDPARENT = 'DELETE FROM refresh_tokens WHERE hash = $1 AND family IS NOT NULL';
 
-// PostgreSQL: the same three writes as one statement (data-modifying CTEs see one snapshot and commit together),
-// one round trip instead of five with BEGIN and COMMIT. A concurrent rotation of the same token waits on the row
-// lock, then finds `rotated_at` set and consumes nothing.
+// PostgreSQL: the same writes as one statement (data-modifying CTEs see one snapshot and commit together), one round
+// trip instead of six with BEGIN and COMMIT. A concurrent rotation of the same token waits on the row lock, then
+// finds `rotated_at` set and consumes nothing, so it also stores and deletes nothing.
 const ROTATE_POSTGRES = `WITH consumed AS (
-    UPDATE refresh_tokens SET rotated_at = $1::bigint,
-      expires_at = CASE WHEN family IS NULL THEN expires_at ELSE $2::bigint END
-    WHERE hash = $3::text AND rotated_at IS NULL RETURNING connection_id
+    UPDATE refresh_tokens SET rotated_at = $1::bigint WHERE hash = $2::text AND rotated_at IS NULL
+    RETURNING connection_id
   ), successor AS (
     INSERT INTO refresh_tokens
       (hash, connection_id, parent_hash, successor_salt, scope, issued_at, rotated_at, expires_at, family)
-    SELECT $4::text, connection_id, $3::text, $5::text, $6::text, $1::bigint, NULL, $7::bigint, $8::text
+    SELECT $3::text, connection_id, $2::text, $4::text, $5::text, $1::bigint, NULL, $6::bigint, $7::text
     FROM consumed
   ), slid AS (
-    UPDATE connections SET expires_at = $7::bigint, last_used_at = $1::bigint
+    UPDATE connections SET expires_at = $6::bigint, last_used_at = $1::bigint
     WHERE id IN (SELECT connection_id FROM consumed) AND status = 'active'
+  ), pruned AS (
+    DELETE FROM refresh_tokens WHERE hash = $8::text AND family IS NOT NULL AND EXISTS (SELECT 1 FROM consumed)
   )
   SELECT count(*)::int AS won FROM consumed`;
 
@@ -134,14 +137,13 @@ const ROTATE_POSTGRES = `WITH consumed AS (
 export async function rotateRefreshToken(sql: PreparedSql, r: Rotation): Promise<boolean> {
   const s = r.successor;
   const expiresAt = r.now + CONNECTION_TTL_MS;
-  const keepUntil = r.now + r.keepRotatedMs;
   if (sql.engine === 'postgres') {
-    const params = [r.now, keepUntil, r.hash, s.hash, s.salt, s.scope, expiresAt, s.family];
+    const params = [r.now, r.hash, s.hash, s.salt, s.scope, expiresAt, s.family, r.parentHash];
     const [row] = await sql.rows<{ won: number }>(ROTATE_POSTGRES, params);
     return row?.won === 1;
   }
   return sql.atomically((tx) => {
-    if (tx.changes(CONSUME, [r.now, keepUntil, r.hash]) !== 1) return false;
+    if (tx.changes(CONSUME, [r.now, r.hash]) !== 1) return false;
     tx.changes(INSERT_SUCCESSOR, [
       s.hash,
       r.connectionId,
@@ -153,6 +155,7 @@ export async function rotateRefreshToken(sql: PreparedSql, r: Rotation): Promise
       s.family,
     ]);
     tx.changes(SLIDE, [expiresAt, r.now, r.connectionId]);
+    if (r.parentHash !== null) tx.changes(PRUNE_GRANDPARENT, [r.parentHash]);
     return true;
   });
 }

@@ -169,10 +169,6 @@ export interface RefreshTokensTable {
   scope: string;
   issued_at: number;
   rotated_at: number | null;
-  /**
-   * When the token stops being usable; for a rotated token of a family, when its row may be pruned (its reuse is
-   * then recognised through the family).
-   */
   expires_at: number;
   /** SHA-256 of the family tag every token of the family carries (0005); null for tokens issued before families. */
   family: string | null;
