@@ -213,9 +213,9 @@ function cachedReads(config: Config, store: Store, clock: Clock, metrics: Metric
   const ttlMs = config.livenessCacheSeconds * 1000;
   const capacity = config.tokenCacheSize;
   const liveness = (
-    check: (db: Store['db'], c: Clock, id: string) => Promise<boolean>,
+    check: (sql: Store['sql'], c: Clock, id: string) => Promise<boolean>,
     counter: CacheCounter,
-  ) => new LivenessCache(clock, ttlMs, capacity, (id) => check(store.db, clock, id), counter);
+  ) => new LivenessCache(clock, ttlMs, capacity, (id) => check(store.sql, clock, id), counter);
   return {
     sessionLiveness: liveness(isSessionLive, metrics.sessionLiveness),
     // OAuth tokens carrying `cid` are accepted only while their connection (the grant) is live (docs/contract.md#connections).

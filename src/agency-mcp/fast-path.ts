@@ -1,51 +1,92 @@
 import type { ErrorBody } from '../http/errors.js';
-import { canonicalToolCall, type FastPath, MODERN_REVISION, toolResultAnswer } from '../mcp-kit/fast-path.js';
+import {
+  type CanonicalToolCall,
+  canonicalToolCall,
+  canonicalToolCallWithArguments,
+  type FastAnswer,
+  type FastPath,
+  MODERN_REVISION,
+  toolResultAnswer,
+} from '../mcp-kit/fast-path.js';
 import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
-import { agencyCallOf } from './auth.js';
+import { type AgencyCall, agencyCallOf } from './auth.js';
 import type { DashboardGateway } from './gateway.js';
-import { AGENCY_SERVER_INFO, refuse, toolResult } from './server.js';
+import { AGENCY_SERVER_INFO, refuse, toolError, toolResult } from './server.js';
 import { AGENCY_TOOLS, type AgencyToolDefinition } from './tools.js';
 
 const LEGACY_REVISIONS = MCP_PROTOCOL_VERSIONS.filter((v) => v !== MODERN_REVISION);
 
-/** Read tools a call may name with no arguments at all (the only calls `canonicalToolCall` recognises). */
+/** Read tools a call may name with no arguments at all (the only reads `canonicalToolCall` recognises). */
 const NO_ARGUMENT_READ_TOOLS = new Map<string, AgencyToolDefinition>(
   AGENCY_TOOLS.filter((t) => !t.write && t.inputSchema.safeParse({}).success).map((t) => [t.name, t]),
 );
+/** Write tools: an agent creating tasks or notes in a loop calls them as often as the reads. */
+const WRITE_TOOLS = new Map<string, AgencyToolDefinition>(
+  AGENCY_TOOLS.filter((t) => t.write).map((t) => [t.name, t]),
+);
 
 /**
- * `tools/call` of a read tool without arguments (get_agency, list_members, list_clients, list_projects, list_tasks)
- * answered without building an SDK server, through the same gateway and dashboard API operation as the registered
- * tool; the shared `canonicalToolCall` decides what is canonical. Any other request, and any call the dashboard API
- * refuses, goes to the SDK, which stays the authority (and renders tool errors).
+ * `tools/call` answered without building an SDK server, through the same gateway and dashboard API operation as the
+ * registered tool: a read tool without arguments (get_agency, list_members, list_clients, list_projects, list_tasks),
+ * or a write tool whose arguments pass its input schema, validated as the SDK validates them. The shared recognisers
+ * decide what is canonical. Any other request goes to the SDK, which stays the authority: reads with arguments,
+ * invalid arguments (the SDK names the field), and a read the dashboard API refuses. A write the dashboard API refuses
+ * is answered here with the tool error the SDK would send, so that the write is never attempted twice.
  */
 export function agencyFastPath(gateway: DashboardGateway): FastPath {
   return async (request) => {
     const name = (request.body as { params?: { name?: unknown } } | undefined)?.params?.name;
-    const tool = typeof name === 'string' ? NO_ARGUMENT_READ_TOOLS.get(name) : undefined;
-    if (!tool || !request.mcpAuth) return undefined;
-    const call = canonicalToolCall(request, tool.name, LEGACY_REVISIONS);
-    if (!call) return undefined;
+    if (typeof name !== 'string' || !request.mcpAuth) return undefined;
     const caller = agencyCallOf(request.mcpAuth);
     if (!caller.dashboardToken) return undefined;
-    const res = await gateway.call(
-      tool.operation,
-      caller.dashboardToken,
-      caller.principal.agencyId,
-      {},
-      caller.requestId,
-    );
-    // The grant has ended: the endpoint answers 401 (refusedDuringCall), as the SDK path does.
-    if (res.status === 401)
-      refuse(gateway, caller, request.mcpAuth.token, (res.body as ErrorBody).error.message);
-    if (res.status >= 300) return undefined;
-    const result = toolResult(res.body as Record<string, unknown>);
-    // The SDK writes `_meta` (the server's identity) first on the modern wire and none on the 2025 wire.
-    const shaped = call.wire === 'modern' ? { _meta: {}, ...result } : result;
-    return toolResultAnswer(
-      call,
-      shaped as typeof shaped & { _meta: Record<string, unknown> },
-      AGENCY_SERVER_INFO,
-    );
+    const read = NO_ARGUMENT_READ_TOOLS.get(name);
+    if (read) {
+      const call = canonicalToolCall(request, name, LEGACY_REVISIONS);
+      return call && answerRead(gateway, caller, read, call, request.mcpAuth.token);
+    }
+    const write = WRITE_TOOLS.get(name);
+    const call = write && canonicalToolCallWithArguments(request, name, LEGACY_REVISIONS);
+    const args = call && write.inputSchema.safeParse(call.arguments);
+    if (!args?.success) return undefined;
+    return answerWrite(gateway, caller, write!, call!, args.data, request.mcpAuth.token);
   };
+}
+
+async function answerRead(
+  gateway: DashboardGateway,
+  caller: AgencyCall,
+  tool: AgencyToolDefinition,
+  call: CanonicalToolCall,
+  inbound: string,
+): Promise<FastAnswer | undefined> {
+  const res = await gateway.call(
+    tool.operation,
+    caller.dashboardToken!,
+    caller.principal.agencyId,
+    {},
+    caller.requestId,
+  );
+  // The grant has ended: the endpoint answers 401 (refusedDuringCall), as the SDK path does.
+  if (res.status === 401) refuse(gateway, caller, inbound, (res.body as ErrorBody).error.message);
+  if (res.status >= 300) return undefined;
+  return answer(call, toolResult(res.body as Record<string, unknown>));
+}
+
+async function answerWrite(
+  gateway: DashboardGateway,
+  caller: AgencyCall,
+  tool: AgencyToolDefinition,
+  call: CanonicalToolCall,
+  args: Record<string, unknown>,
+  inbound: string,
+): Promise<FastAnswer> {
+  const { agencyId } = caller.principal;
+  const res = await gateway.call(tool.operation, caller.dashboardToken!, agencyId, args, caller.requestId);
+  if (res.status < 300) return answer(call, toolResult(res.body as Record<string, unknown>));
+  if (res.status === 401) refuse(gateway, caller, inbound, (res.body as ErrorBody).error.message);
+  return answer(call, toolError(res.body as ErrorBody));
+}
+
+function answer(call: CanonicalToolCall, result: Record<string, unknown>): FastAnswer {
+  return toolResultAnswer(call, result, AGENCY_SERVER_INFO);
 }

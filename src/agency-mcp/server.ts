@@ -141,11 +141,16 @@ async function runTool(
   const error = (res.body as ErrorBody).error;
   // The grant has ended (revoked on another instance, or expired): the endpoint answers 401, not this tool error.
   if (res.status === 401) refuse(gateway, caller, call.http?.authInfo?.token ?? '', error.message);
+  return toolError(res.body as ErrorBody);
+}
+
+/** A refusal of the dashboard API as a tool error naming its code and parameter (docs/contract.md#agency-mcp-server). */
+export function toolError(body: ErrorBody) {
+  const { message, code, param } = body.error;
+  // In the order the SDK writes a tool error, so that the fast path's bytes equal the SDK's.
   return {
+    content: [{ type: 'text' as const, text: `${message} (${code}${param ? `, ${param}` : ''})` }],
     isError: true,
-    content: [
-      { type: 'text', text: `${error.message} (${error.code}${error.param ? `, ${error.param}` : ''})` },
-    ],
   };
 }
 

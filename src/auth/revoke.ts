@@ -1,10 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.js';
 import { endConnection } from '../domain/connections.js';
+import { findFamilyConnection, findRefreshGrant } from '../domain/refresh-tokens.js';
 import { refuseClientCredentials } from './client-authentication.js';
 import { Params } from '../web/form.js';
 import { OAuthError } from '../http/oauth-errors.js';
 import { hashSecret } from '../base/secrets.js';
+import { familyOf } from './refresh-token.js';
 
 /**
  * Token revocation (RFC 7009) at POST /oauth/revoke, for refresh and access tokens alike (§2.1: the client may send
@@ -43,13 +45,12 @@ async function tokenOwner(
   hint: string | undefined,
 ): Promise<{ connectionId: string; clientId: string } | undefined> {
   const asRefresh = async () => {
-    const row = await ctx.db
-      .selectFrom('refresh_tokens as rt')
-      .innerJoin('connections as c', 'c.id', 'rt.connection_id')
-      .select(['c.id', 'c.client_id'])
-      .where('rt.hash', '=', hashSecret(token))
-      .executeTakeFirst();
-    return row && { connectionId: row.id, clientId: row.client_id };
+    const row = await findRefreshGrant(ctx.store.sql, hashSecret(token));
+    if (row) return { connectionId: row.id, clientId: row.client_id };
+    // A rotated token whose row was pruned still names its family, and so its connection.
+    const family = familyOf(token);
+    const owner = family === undefined ? undefined : await findFamilyConnection(ctx.store.sql, family);
+    return owner && { connectionId: owner.id, clientId: owner.client_id };
   };
   const asAccess = async () => {
     const principal = await ctx.verifier.inspectAccessToken(token);

@@ -167,7 +167,7 @@ async function verifySubject(ctx: AppContext, token: string): Promise<BoundPrinc
 
 /** The connection, read now (not from a cache): revoked, expired, or its member removed → refused (docs/contract.md#revocation). */
 async function liveGrant(ctx: AppContext, subject: BoundPrincipal) {
-  const row = await currentGrant(ctx.db, subject.connectionId);
+  const row = await currentGrant(ctx.store.sql, subject.connectionId);
   const now = ctx.clock.now();
   if (row?.status !== 'active' || row.expires_at <= now) {
     throw new OAuthError('invalid_request', 'The connection behind the subject token has ended');

@@ -2,13 +2,20 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { AppContext } from '../context.js';
 import {
   activateGrant,
-  CONNECTION_TTL_MS,
   type ConnectionRow,
   endConnection,
   isUniqueViolation,
   pruneExpiredGrantsHourly,
 } from '../domain/connections.js';
 import { parseList } from '../domain/permissions.js';
+import {
+  findFamilyConnection,
+  findRefreshGrant,
+  findSuccessor,
+  rotateRefreshToken,
+  storeRefreshToken,
+} from '../domain/refresh-tokens.js';
+import { familyOf, newRefreshToken, successorOf } from './refresh-token.js';
 import { ACCESS_TOKEN_TTL_SECONDS, mintConnectionAccessToken } from './access-token.js';
 import type { ClientRegistry } from './clients/registry.js';
 import { refuseClientCredentials } from './client-authentication.js';
@@ -17,7 +24,7 @@ import { OAuthError } from '../http/oauth-errors.js';
 import { isVerifier, verifyS256 } from './pkce.js';
 import { canonicalResource } from './resource-indicator.js';
 import { SCOPES } from '../domain/scopes.js';
-import { hashSecret, hmac, randomSecret } from '../base/secrets.js';
+import { hashSecret, randomSecret } from '../base/secrets.js';
 import { TOKEN_EXCHANGE_GRANT, tokenExchangeGrant } from './token-exchange.js';
 
 /**
@@ -126,7 +133,7 @@ async function authorizationCodeGrant(
     scope,
   };
   if (parseList(scope).includes(SCOPES.offline)) {
-    body.refresh_token = await insertRefreshToken(ctx, connection.id, null, scope, randomSecret());
+    body.refresh_token = await issueRefreshToken(ctx, connection.id, scope);
   }
   return sendTokens(reply, body);
 }
@@ -173,34 +180,20 @@ async function revokeForReplay(ctx: AppContext, codeHash: string): Promise<void>
   }
 }
 
-/** Stores a refresh token (its hash) and returns it. */
-async function insertRefreshToken(
-  ctx: AppContext,
-  connectionId: string,
-  parentHash: string | null,
-  scope: string,
-  token: string,
-  db = ctx.db,
-): Promise<string> {
-  const now = ctx.clock.now();
-  await db
-    .insertInto('refresh_tokens')
-    .values({
-      hash: hashSecret(token),
-      connection_id: connectionId,
-      parent_hash: parentHash,
-      successor_salt: randomSecret(16),
-      scope,
-      issued_at: now,
-      rotated_at: null,
-      expires_at: now + CONNECTION_TTL_MS,
-    })
-    .execute();
+/** Stores the first refresh token of a new family under a connection and returns it. */
+async function issueRefreshToken(ctx: AppContext, connectionId: string, scope: string): Promise<string> {
+  const { token, family } = newRefreshToken();
+  await storeRefreshToken(ctx.db, {
+    hash: hashSecret(token),
+    connectionId,
+    parentHash: null,
+    salt: randomSecret(16),
+    scope,
+    family,
+    now: ctx.clock.now(),
+  });
   return token;
 }
-
-/** The successor of a refresh token: HMAC(token, salt) — only a holder of the token can obtain it again. */
-const successorOf = (token: string, salt: string) => hmac(token, salt);
 
 async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply): Promise<FastifyReply> {
   await pruneExpiredGrantsHourly(ctx.db, ctx.clock);
@@ -208,29 +201,9 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
   const clientId = p.require('client_id');
   const requestedScope = p.get('scope');
   const hash = hashSecret(token);
-  const row = await ctx.db
-    .selectFrom('refresh_tokens as rt')
-    .innerJoin('connections as c', 'c.id', 'rt.connection_id')
-    .select([
-      'rt.hash',
-      'rt.successor_salt',
-      'rt.scope',
-      'rt.rotated_at',
-      'rt.expires_at',
-      'c.id',
-      'c.user_id',
-      'c.client_id',
-      'c.resource',
-      'c.agency_id',
-      'c.member_id',
-      'c.status',
-      'c.scopes as connection_scopes',
-      'c.expires_at as connection_expires_at',
-    ])
-    .where('rt.hash', '=', hash)
-    .executeTakeFirst();
+  const row = await findRefreshGrant(ctx.store.sql, hash);
   const invalid = (why: string) => new OAuthError('invalid_grant', why);
-  if (!row) throw invalid('The refresh token is invalid');
+  if (!row) return refuseUnknown(ctx, token, clientId);
   // RFC 6749 §6: the refresh token is bound to the client it was issued to.
   if (row.client_id !== clientId) throw invalid('The refresh token was issued to another client');
   const now = ctx.clock.now();
@@ -264,25 +237,20 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
     scope = [...new Set(asked)].join(' ');
   }
   const successor = successorOf(token, row.successor_salt);
-  // Rotation (docs/contract.md#the-oauth-flow): one atomic UPDATE ... WHERE rotated_at IS NULL; the winner gets the successor and slides
-  // the connection's expiry.
-  const won = await ctx.db.transaction().execute(async (trx) => {
-    const r = await trx
-      .updateTable('refresh_tokens')
-      .set({ rotated_at: now })
-      .where('hash', '=', hash)
-      .where('rotated_at', 'is', null)
-      .executeTakeFirst();
-    if (r.numUpdatedRows !== 1n) return false;
+  // Rotation (docs/contract.md#the-oauth-flow): one compare-and-set on `rotated_at IS NULL`; the winner stores the
+  // successor and slides the connection's expiry, all committed before the answer.
+  const won = await rotateRefreshToken(ctx.store.sql, {
+    hash,
+    parentHash: row.parent_hash,
+    connectionId: row.id,
     // RFC 6749 §6: the refresh token keeps the scope originally granted; only the access token is narrowed.
-    await insertRefreshToken(ctx, row.id, hash, row.scope, successor, trx);
-    await trx
-      .updateTable('connections')
-      .set({ expires_at: now + CONNECTION_TTL_MS, last_used_at: now })
-      .where('id', '=', row.id)
-      .where('status', '=', 'active')
-      .execute();
-    return true;
+    successor: {
+      hash: hashSecret(successor.token),
+      salt: randomSecret(16),
+      scope: row.scope,
+      family: successor.family,
+    },
+    now,
   });
   if (!won) return reuse(now);
   ctx.metrics.refresh('rotated');
@@ -291,19 +259,14 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
     token_type: 'Bearer',
     expires_in: ACCESS_TOKEN_TTL_SECONDS,
     scope,
-    refresh_token: successor,
+    refresh_token: successor.token,
   });
 
   /** A rotated token presented again: within the grace window the same successor, else the connection ends. */
   async function reuse(rotatedAt: number): Promise<FastifyReply> {
     if (graceMs > 0 && now - rotatedAt <= graceMs) {
-      const successor = successorOf(token, row!.successor_salt);
-      const next = await ctx.db
-        .selectFrom('refresh_tokens')
-        .select(['scope', 'rotated_at'])
-        .where('hash', '=', hashSecret(successor))
-        .where('parent_hash', '=', hash)
-        .executeTakeFirst();
+      const successor = successorOf(token, row!.successor_salt).token;
+      const next = await findSuccessor(ctx.db, hashSecret(successor), hash);
       // Only the immediately previous token: its successor must not have been rotated itself.
       if (next && next.rotated_at === null && narrowed(next.scope).length > 0) {
         const scope = narrowed(next.scope).join(' ');
@@ -324,4 +287,21 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
     }
     throw invalid('The refresh token was already used; the connection is revoked');
   }
+}
+
+/**
+ * A token with no row: unknown, or a token of a family whose row was pruned after its rotation — then it was used
+ * already, and presenting it again is reuse (docs/contract.md#tokens), unless another client presents it (RFC 6749 §6).
+ */
+async function refuseUnknown(ctx: AppContext, token: string, clientId: string): Promise<never> {
+  const family = familyOf(token);
+  const owner = family === undefined ? undefined : await findFamilyConnection(ctx.store.sql, family);
+  if (!owner || owner.client_id !== clientId)
+    throw new OAuthError('invalid_grant', 'The refresh token is invalid');
+  if (owner.status !== 'active' || owner.expires_at <= ctx.clock.now())
+    throw new OAuthError('invalid_grant', 'The connection has ended');
+  if (await endConnection(ctx, owner.id, 'refresh_reuse')) {
+    ctx.log.warn({ connection_id: owner.id }, 'refresh token reused; connection revoked');
+  }
+  throw new OAuthError('invalid_grant', 'The refresh token was already used; the connection is revoked');
 }

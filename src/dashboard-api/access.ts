@@ -34,7 +34,7 @@ export async function accessOfDashboardToken(
 ): Promise<CallerAccess> {
   const audience = dashboardApiAudience(ctx);
   const principal = await verifyDashboardToken(ctx, token, audience);
-  const row = await currentGrant(ctx.db, principal.connectionId);
+  const row = await currentGrant(ctx.store.sql, principal.connectionId);
   const now = ctx.clock.now();
   const live =
     row !== undefined &&

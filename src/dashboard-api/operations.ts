@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { AppContext } from '../context.js';
 import { findAgency } from '../domain/agencies.js';
+import { findProject, insertTask, listClients } from '../domain/agency-records.js';
 import { newId } from '../base/ids.js';
 import type { Permission } from '../domain/permissions.js';
 import { ApiError } from '../http/errors.js';
@@ -123,12 +124,7 @@ const clientRow = (ctx: AppContext, agencyId: string, id: unknown) =>
     .where('id', '=', String(id))
     .executeTakeFirst();
 const projectRow = (ctx: AppContext, agencyId: string, id: unknown) =>
-  ctx.db
-    .selectFrom('projects')
-    .selectAll()
-    .where('agency_id', '=', agencyId)
-    .where('id', '=', String(id))
-    .executeTakeFirst();
+  findProject(ctx.store.sql, agencyId, String(id));
 const taskRow = (ctx: AppContext, agencyId: string, id: unknown) =>
   ctx.db
     .selectFrom('tasks')
@@ -239,15 +235,7 @@ export const OPERATIONS = {
     permission: 'clients:read',
     input: ListInput,
     run: (ctx, access, input) =>
-      pageOf(
-        input,
-        (after, take) => {
-          let q = ctx.db.selectFrom('clients').selectAll().where('agency_id', '=', access.agencyId);
-          if (after) q = q.where('id', '>', after);
-          return q.orderBy('id').limit(take).execute();
-        },
-        renderClient,
-      ),
+      pageOf(input, (after, take) => listClients(ctx.store.sql, access.agencyId, after, take), renderClient),
   },
   'clients.get': {
     method: 'GET',
@@ -422,7 +410,7 @@ export const OPERATIONS = {
         created_at: now,
         updated_at: now,
       };
-      await ctx.db.insertInto('tasks').values(row).execute();
+      await insertTask(ctx.store.sql, row);
       return renderTask(row);
     },
   },

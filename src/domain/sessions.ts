@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { PreparedSql } from '../store/prepared.js';
 import type { Database, SessionsTable } from '../store/schema.js';
 import type { Clock } from '../base/clock.js';
 import { newId } from '../base/ids.js';
@@ -57,11 +58,13 @@ export async function endSession(
   deps.sessionLiveness.forget(sessionId);
 }
 
-export async function isSessionLive(db: Kysely<Database>, clock: Clock, sessionId: string): Promise<boolean> {
-  const row = await db
-    .selectFrom('sessions')
-    .select(['expires_at', 'revoked_at'])
-    .where('id', '=', sessionId)
-    .executeTakeFirst();
+const SESSION_LIVENESS = 'SELECT expires_at, revoked_at FROM sessions WHERE id = $1';
+
+export async function isSessionLive(sql: PreparedSql, clock: Clock, sessionId: string): Promise<boolean> {
+  // Prepared: it runs on every liveness-cache miss, so on every request once more sessions are active than the cache
+  // holds (TOKEN_CACHE_SIZE).
+  const [row] = await sql.rows<{ expires_at: number; revoked_at: number | null }>(SESSION_LIVENESS, [
+    sessionId,
+  ]);
   return row !== undefined && row.revoked_at === null && row.expires_at > clock.now();
 }

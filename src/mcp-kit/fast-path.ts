@@ -75,40 +75,64 @@ export function canonicalToolCall(
   tool: string,
   legacyRevisions: readonly string[],
 ): CanonicalToolCall | undefined {
+  const call = canonicalCall(request, tool, legacyRevisions);
+  return call && isEmptyArguments(call.arguments) ? { wire: call.wire, id: call.id } : undefined;
+}
+
+/**
+ * The same canonical shape with arguments: a plain object (or none), returned for the caller to validate against the
+ * tool's input schema exactly as the SDK would, falling back to the SDK whenever they do not pass.
+ */
+export function canonicalToolCallWithArguments(
+  request: FastifyRequest,
+  tool: string,
+  legacyRevisions: readonly string[],
+): (CanonicalToolCall & { arguments: Record<string, unknown> }) | undefined {
+  const call = canonicalCall(request, tool, legacyRevisions);
+  const args = call?.arguments ?? {};
+  return call && isPlainObject(args) ? { wire: call.wire, id: call.id, arguments: args } : undefined;
+}
+
+function canonicalCall(
+  request: FastifyRequest,
+  tool: string,
+  legacyRevisions: readonly string[],
+): (CanonicalToolCall & { arguments: unknown }) | undefined {
   const body = request.body;
   if (request.method !== 'POST' || !acceptsBoth(request) || !isPlainObject(body)) return undefined;
   if (!onlyKeys(body, ['jsonrpc', 'id', 'method', 'params']) || body['jsonrpc'] !== '2.0') return undefined;
   if (body['method'] !== 'tools/call' || !isRequestId(body['id'])) return undefined;
   const params = body['params'];
   if (!isPlainObject(params) || !onlyKeys(params, ['name', 'arguments', '_meta'])) return undefined;
-  if (params['name'] !== tool || !isEmptyArguments(params['arguments'])) return undefined;
+  if (params['name'] !== tool) return undefined;
+  const found = { id: body['id'], arguments: params['arguments'] };
   const revision = request.headers['mcp-protocol-version'];
   if (revision === MODERN_REVISION) {
     const agrees = request.headers['mcp-method'] === 'tools/call' && request.headers['mcp-name'] === tool;
-    return agrees && isPlainModernMeta(params['_meta']) ? { wire: 'modern', id: body['id'] } : undefined;
+    return agrees && isPlainModernMeta(params['_meta']) ? { wire: 'modern', ...found } : undefined;
   }
   const legacy =
     typeof revision === 'string' && legacyRevisions.includes(revision) && params['_meta'] === undefined;
   const noModernHeaders =
     request.headers['mcp-method'] === undefined && request.headers['mcp-name'] === undefined;
-  return legacy && noModernHeaders ? { wire: 'legacy', id: body['id'] } : undefined;
+  return legacy && noModernHeaders ? { wire: 'legacy', ...found } : undefined;
 }
 
 /**
  * A tool result as the SDK writes it: on the modern wire as JSON with `resultType` and the server's identity in
- * `_meta`; on the 2025 wire as one SSE `message` event (Streamable HTTP, 2025-11-25 §Sending Messages to the Server).
+ * `_meta` (kept where the tool's own `_meta` stands, else written last, as the SDK adds it); on the 2025 wire as one
+ * SSE `message` event (Streamable HTTP, 2025-11-25 §Sending Messages to the Server).
  */
 export function toolResultAnswer(
   call: CanonicalToolCall,
-  result: { _meta: Record<string, unknown>; [key: string]: unknown },
+  result: { _meta?: Record<string, unknown>; [key: string]: unknown },
   serverInfo: Record<string, unknown>,
 ): FastAnswer {
   if (call.wire === 'modern') {
-    const modern = {
-      ...result,
-      _meta: { ...result._meta, 'io.modelcontextprotocol/serverInfo': serverInfo },
-      resultType: 'complete',
-    };
+    const identity = { 'io.modelcontextprotocol/serverInfo': serverInfo };
+    const modern = result._meta
+      ? { ...result, _meta: { ...result._meta, ...identity }, resultType: 'complete' }
+      : { ...result, resultType: 'complete', _meta: identity };
     return {
       status: 200,
       headers: { 'content-type': 'application/json' },

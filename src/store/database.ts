@@ -4,6 +4,8 @@ import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config/config.js';
+import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './checkpointer.js';
+import { type PreparedSql, postgresPrepared, sqlitePrepared } from './prepared.js';
 import type { Database } from './schema.js';
 
 export type Engine = 'sqlite' | 'postgres';
@@ -13,6 +15,8 @@ export interface Store {
   engine: Engine;
   /** PostgreSQL only: the pool's connections now (the embedded database has one in-process connection, no pool). */
   pool?: PoolStats;
+  /** The same database for the statements of the hot paths, run without query building (prepared.ts). */
+  sql: PreparedSql;
   close(): Promise<void>;
 }
 
@@ -38,21 +42,21 @@ type StoreConfig = Pick<Config, 'databaseUrl' | 'dataDir' | 'databasePoolSize'> 
 /** Opens the configured engine: PostgreSQL when DATABASE_URL is set, else a SQLite file in DATA_DIR (WAL). */
 export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
   const pool = config.databaseUrl ? postgresPool(config.databaseUrl, config) : undefined;
-  const dialect = pool
-    ? new PostgresDialect({ pool })
-    : new SqliteDialect({ database: sqliteFile(config.dataDir) });
+  const sqlite = pool ? undefined : sqliteFile(config.dataDir);
+  const checkpointer = sqlite && startCheckpointer(sqlite.name);
+  const dialect = pool ? new PostgresDialect({ pool }) : new SqliteDialect({ database: sqlite! });
   const db = new Kysely<Database>({
     dialect,
     ...(watch
       ? { log: (event) => (event.level === 'error' ? watch.failed(event.error) : watch.succeeded()) }
       : {}),
   });
-  return {
-    db,
-    engine: pool ? 'postgres' : 'sqlite',
-    ...(pool ? { pool } : {}),
-    close: () => db.destroy(),
+  const sql = pool ? postgresPrepared(pool, watch) : sqlitePrepared(sqlite!, db, watch);
+  const close = async () => {
+    await checkpointer?.stop();
+    await db.destroy();
   };
+  return { db, engine: sql.engine, sql, ...(pool ? { pool } : {}), close };
 }
 
 /**
@@ -91,12 +95,21 @@ function sqliteFile(dataDir: string): SQLite.Database {
   database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
   database.pragma('busy_timeout = 5000');
+  // Checkpoints run on a worker (checkpointer.ts); this connection checkpoints only if the worker falls far behind.
+  database.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
   cachePreparedStatements(database);
   return database;
 }
 
 /** Distinct SQL texts are few (the queries are code), so the cache is bounded only as a guard against a bug. */
 const STATEMENT_CACHE_LIMIT = 500;
+
+/**
+ * `LIMIT ?` / `OFFSET ?` → `LIMIT +?`: SQLite (with STAT4, as better-sqlite3 builds it) marks a bare bound LIMIT as
+ * able to change the plan, so every new binding expires the statement and the next run parses and plans it again —
+ * 11 µs against 4 µs for a page of clients here. The unary plus leaves the value alone and the plan stable.
+ */
+const BOUND_LIMIT = /\b(limit|offset) \?/gi;
 
 /**
  * Kysely's SQLite driver prepares every query anew; preparing costs more than running a point read. Statements are
@@ -108,7 +121,7 @@ function cachePreparedStatements(database: SQLite.Database): void {
   database.prepare = ((sql: string) => {
     let statement = cache.get(sql);
     if (!statement) {
-      statement = prepare(sql);
+      statement = prepare(sql.replace(BOUND_LIMIT, '$1 +?'));
       if (cache.size < STATEMENT_CACHE_LIMIT) cache.set(sql, statement);
     }
     return statement;

@@ -3,6 +3,7 @@ import * as m0001 from './migrations/0001-users-sessions-keys.js';
 import * as m0002 from './migrations/0002-agencies-connections.js';
 import * as m0003 from './migrations/0003-refresh-token-expiry-index.js';
 import * as m0004 from './migrations/0004-one-connection-per-app.js';
+import * as m0005 from './migrations/0005-refresh-token-families.js';
 import type { Database } from './schema.js';
 
 /** Versioned migrations, in order. A migration, once released, is never edited: add a new one. */
@@ -11,6 +12,7 @@ const migrations: Record<string, Migration> = {
   '0002-agencies-connections': m0002,
   '0003-refresh-token-expiry-index': m0003,
   '0004-one-connection-per-app': m0004,
+  '0005-refresh-token-families': m0005,
 };
 
 /**

@@ -170,6 +170,8 @@ export interface RefreshTokensTable {
   issued_at: number;
   rotated_at: number | null;
   expires_at: number;
+  /** SHA-256 of the family tag every token of the family carries (0005); null for tokens issued before families. */
+  family: string | null;
 }
 
 export interface AuditEventsTable {

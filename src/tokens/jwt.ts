@@ -52,15 +52,21 @@ export async function signJwt(keys: SigningKeys, clock: Clock, o: SignOptions): 
     jti: randomAlphanumeric(22),
   });
   const input = `${header}.${payload}`;
-  // RFC 7518 §3.3 (RS256: RSASSA-PKCS1-v1_5 with SHA-256) and §3.4 (ES256: R || S, not DER). The callback form signs
-  // on libuv's thread pool, so the event loop keeps serving while another core signs.
-  const signature = await new Promise<Buffer>((resolve, reject) =>
-    sign(
-      'sha256',
-      Buffer.from(input),
-      { key: keyObject, ...(key.alg === 'ES256' ? { dsaEncoding: 'ieee-p1363' as const } : {}) },
-      (err, sig) => (err ? reject(err) : resolve(sig)),
-    ),
-  );
+  // RFC 7518 §3.3 (RS256: RSASSA-PKCS1-v1_5 with SHA-256) and §3.4 (ES256: R || S, not DER).
+  const signature =
+    key.alg === 'ES256' ? signEs256(input, keyObject) : await signOnThreadPool(input, keyObject);
   return `${input}.${signature.toString('base64url')}`;
 }
+
+/**
+ * ES256 signs on the calling thread: 30 CPU µs here, against 48 µs (and a wake-up of the event loop) through the
+ * thread pool, whose hand-off costs more than the signature.
+ */
+const signEs256 = (input: string, key: KeyObject): Buffer =>
+  sign('sha256', Buffer.from(input), { key, dsaEncoding: 'ieee-p1363' });
+
+/** RS256 (286 µs here) signs on libuv's thread pool, so the event loop keeps serving while another core signs. */
+const signOnThreadPool = (input: string, key: KeyObject): Promise<Buffer> =>
+  new Promise((resolve, reject) =>
+    sign('sha256', Buffer.from(input), key, (err, sig) => (err ? reject(err) : resolve(sig))),
+  );

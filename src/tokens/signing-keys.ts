@@ -1,3 +1,4 @@
+import { createPublicKey, type JsonWebKeyInput, type KeyObject } from 'node:crypto';
 import { type CryptoKey, exportJWK, generateKeyPair, importJWK, type JWK } from 'jose';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../base/clock.js';
@@ -13,7 +14,8 @@ interface LoadedKey {
   kid: string;
   alg: SigningAlg;
   publicJwk: JWK;
-  publicKey: KeyLike;
+  /** For node:crypto's verify (jwt-verify.ts). */
+  publicKey: KeyObject;
   privateKey: KeyLike;
   createdAt: number;
   retiredAt: number | null;
@@ -94,7 +96,7 @@ export class SigningKeys {
   }
 
   /** The public key for a `kid` and `alg`, or undefined. Re-reads the table once for an unknown kid. */
-  async verificationKey(kid: string, alg: string): Promise<KeyLike | undefined> {
+  async verificationKey(kid: string, alg: string): Promise<KeyObject | undefined> {
     await this.refreshIfStale();
     let key = this.keys.find((k) => k.kid === kid);
     const now = this.clock.now();
@@ -139,7 +141,7 @@ export class SigningKeys {
           kid: r.kid,
           alg,
           publicJwk,
-          publicKey: (await importJWK(publicJwk, alg)) as KeyLike,
+          publicKey: createPublicKey({ key: publicJwk as JsonWebKeyInput['key'], format: 'jwk' }),
           privateKey: (await importJWK(JSON.parse(r.private_jwk) as JWK, alg)) as KeyLike,
           createdAt: r.created_at,
           retiredAt: r.retired_at,

@@ -1,10 +1,11 @@
-import { decodeProtectedHeader, type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
+import { decodeProtectedHeader, type JWTPayload } from 'jose';
 import type { Clock } from '../base/clock.js';
 import type { CacheCounter } from '../base/metrics.js';
 import { TOKEN_TYPES } from './jwt.js';
 import type { LivenessCache } from './liveness.js';
 import { Lru } from '../base/lru.js';
-import type { SigningKeys } from './signing-keys.js';
+import { verifyJwt } from './jwt-verify.js';
+import type { SigningAlg, SigningKeys } from './signing-keys.js';
 
 /** Why a token was refused; each maps to an RFC 6750 error and a REST error code at the edge. */
 export type TokenFailure =
@@ -188,17 +189,14 @@ export class TokenVerifier {
     const publicKey =
       typeof header.kid === 'string' && (await this.o.keys.verificationKey(header.kid, header.alg));
     if (!publicKey) throw new TokenError('invalid', 'The access token was not signed by a known key');
-    let payload: JWTPayload;
-    try {
-      ({ payload } = await jwtVerify(token, publicKey, {
-        issuer: this.o.issuer(),
-        algorithms: [header.alg],
-        currentDate: new Date(this.o.clock.now()),
-        requiredClaims: REQUIRED_CLAIMS[kind],
-      }));
-    } catch (e) {
-      throw mapJoseError(e);
-    }
+    const checked = verifyJwt(token, header, publicKey, {
+      alg: header.alg as SigningAlg,
+      issuer: this.o.issuer(),
+      now: this.o.clock.now(),
+      requiredClaims: REQUIRED_CLAIMS[kind],
+    });
+    if (!checked.ok) throw new TokenError(checked.failure, checked.message);
+    const payload = checked.payload;
     if (typeof payload.sub !== 'string' || payload.exp === undefined) {
       throw new TokenError('invalid', 'The access token lacks a subject');
     }
@@ -231,21 +229,6 @@ function kindOf(typ: string | undefined): EntryKind | undefined {
   // RFC 9068 §4: resource servers MUST check that typ is at+jwt (application/at+jwt).
   if (t === TOKEN_TYPES.access) return 'oauth';
   return undefined;
-}
-
-function mapJoseError(e: unknown): TokenError {
-  if (e instanceof joseErrors.JWTExpired) return new TokenError('expired', 'The access token expired');
-  if (e instanceof joseErrors.JWTClaimValidationFailed) {
-    if (e.claim === 'nbf' || e.claim === 'iat') {
-      return new TokenError('not_yet_valid', 'The access token is not valid yet');
-    }
-    if (e.claim === 'iss') return new TokenError('invalid', 'The access token was issued by another issuer');
-    return new TokenError('invalid', `The access token's ${e.claim} claim is invalid`);
-  }
-  if (e instanceof joseErrors.JWSSignatureVerificationFailed) {
-    return new TokenError('invalid', 'The access token signature is invalid');
-  }
-  return new TokenError('invalid', 'The access token is invalid');
 }
 
 const spaceList = (v: unknown) => new Set(typeof v === 'string' ? v.split(' ').filter(Boolean) : []);

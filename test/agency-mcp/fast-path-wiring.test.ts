@@ -35,3 +35,21 @@ it('hands calls with arguments, and lists, to the SDK', async () => {
   expect((await call('tools/list', {})).status).toBe(200);
   expect(built.count).toBe(before + 2);
 });
+
+it('answers a write tool call whose arguments pass its schema without building an SDK server', async () => {
+  const project = await server.services.ctx.db
+    .selectFrom('projects')
+    .select('id')
+    .orderBy('id')
+    .executeTakeFirstOrThrow();
+  const before = built.count;
+  const res = await call('tools/call', {
+    name: 'create_task',
+    arguments: { project_id: project.id, title: 'T' },
+  });
+  expect(res.status).toBe(200);
+  expect(built.count).toBe(before);
+  // Invalid arguments go to the SDK, which names the field.
+  await call('tools/call', { name: 'create_task', arguments: { project_id: project.id } });
+  expect(built.count).toBe(before + 1);
+});

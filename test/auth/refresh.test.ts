@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHash, randomBytes } from 'node:crypto';
 import { boundPort } from '../../src/config/config.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import {
@@ -229,5 +230,124 @@ describe(`hosts that never ask for offline_access (${ENGINE})`, () => {
     }
     expect(page).toContain('name="ceiling"');
     expect(page).not.toContain('stay_connected');
+  });
+});
+
+describe(`rotated tokens are pruned and their reuse is still detected (${ENGINE})`, () => {
+  const HOUR = 3600_000;
+  const sha256 = (s: string) => createHash('sha256').update(s).digest('base64url');
+  /** The rows of the family of `refreshToken` (its tag is the part before the dot). */
+  const familyRows = (refreshToken: string) =>
+    server.services.ctx.db
+      .selectFrom('refresh_tokens')
+      .select(['hash', 'rotated_at'])
+      .where('family', '=', sha256(refreshToken.split('.')[0]!))
+      .execute();
+  /** Past the reuse window, then one more rotation, from `live`. */
+  async function pruneAfterwards(live: string): Promise<Record<string, string>> {
+    server.clock.advance((server.config.oauth.refreshReuseGraceSeconds + 1) * 1000);
+    const next = await refresh(live);
+    expect(next.res.status).toBe(200);
+    return next.body;
+  }
+
+  it('a family keeps two rows however often it rotates: the live token and the immediately previous one', async () => {
+    const { tokens } = await connectHost();
+    let live = tokens['refresh_token']!;
+    for (let i = 0; i < 12; i++) {
+      live = (await refresh(live)).body['refresh_token']!;
+      const rows = await familyRows(live);
+      expect(rows.length).toBe(2);
+      expect(rows.filter((r) => r.rotated_at === null).map((r) => r.hash)).toEqual([sha256(live)]);
+    }
+    server.clock.advance(3 * HOUR);
+    expect((await refresh(live)).res.status).toBe(200);
+  });
+
+  it('a token rotated long ago, its row pruned, is recognised as reused: the connection is revoked', async () => {
+    const { tokens } = await connectHost();
+    const first = tokens['refresh_token']!;
+    const second = (await refresh(first)).body['refresh_token']!;
+    const latest = await pruneAfterwards(second);
+    const connectionId = (await connectionStatus(server, latest['access_token']!)).id;
+    expect((await familyRows(first)).map((r) => r.hash)).not.toContain(sha256(first));
+    const replay = await refresh(first);
+    expect(replay.body['error']).toBe('invalid_grant');
+    const row = await connectionStatus(server, latest['access_token']!);
+    expect([row.status, row.revoke_reason]).toEqual(['revoked', 'refresh_reuse']);
+    expect(await auditTypes(connectionId)).toContain('connection.refresh_reuse_detected');
+    expect((await refresh(latest['refresh_token']!)).body['error']).toBe('invalid_grant');
+  });
+
+  it('another client presenting a pruned token of the family gets nothing and ends nothing', async () => {
+    const { tokens } = await connectHost();
+    const first = tokens['refresh_token']!;
+    const latest = await pruneAfterwards((await refresh(first)).body['refresh_token']!);
+    const other = await token(server, {
+      grant_type: 'refresh_token',
+      refresh_token: first,
+      client_id: 'claude-code',
+    });
+    expect(other.body['error']).toBe('invalid_grant');
+    expect((await connectionStatus(server, latest['access_token']!)).status).toBe('active');
+  });
+
+  it('revoking with a pruned token of the family ends the connection (RFC 7009 §2.1)', async () => {
+    const { tokens } = await connectHost();
+    const first = tokens['refresh_token']!;
+    const latest = await pruneAfterwards((await refresh(first)).body['refresh_token']!);
+    const res = await fetch(`${server.url.auth}/oauth/revoke`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token: first, client_id: clientId }).toString(),
+    });
+    expect(res.status).toBe(200);
+    expect((await connectionStatus(server, latest['access_token']!)).revoke_reason).toBe('revoked_by_client');
+  });
+
+  it('a token of an unknown family, or malformed, is only invalid', async () => {
+    const { tokens } = await connectHost();
+    const [tag, secret] = tokens['refresh_token']!.split('.');
+    expect(tag).toHaveLength(22);
+    expect(secret).toHaveLength(43);
+    const forged = `${'A'.repeat(22)}.${secret}`;
+    expect((await refresh(forged)).body['error']).toBe('invalid_grant');
+    expect((await refresh(`${tag}.short`)).body['error']).toBe('invalid_grant');
+    expect((await connectionStatus(server, tokens['access_token']!)).status).toBe('active');
+  });
+
+  it('a token issued before families is kept until it expires; rotating it starts a family', async () => {
+    const { tokens } = await connectHost();
+    const connectionId = (await connectionStatus(server, tokens['access_token']!)).id;
+    const legacy = randomBytes(32).toString('base64url');
+    await server.services.ctx.db
+      .insertInto('refresh_tokens')
+      .values({
+        hash: sha256(legacy),
+        connection_id: connectionId,
+        parent_hash: null,
+        successor_salt: randomBytes(16).toString('base64url'),
+        scope: 'agency:mcp:read offline_access',
+        issued_at: server.clock.now(),
+        rotated_at: null,
+        expires_at: server.clock.now() + 30 * 24 * HOUR,
+      })
+      .execute();
+    const rotated = await refresh(legacy);
+    expect(rotated.res.status).toBe(200);
+    // Within the window a retry gets the same successor, now a token of a family.
+    expect((await refresh(legacy)).body['refresh_token']).toBe(rotated.body['refresh_token']);
+    expect(rotated.body['refresh_token']!.split('.')).toHaveLength(2);
+    const latest = await pruneAfterwards(rotated.body['refresh_token']!);
+    // Without a family its row is what detection needs: it stays until it expires.
+    const kept = await server.services.ctx.db
+      .selectFrom('refresh_tokens')
+      .select('hash')
+      .where('hash', '=', sha256(legacy))
+      .execute();
+    expect(kept).toHaveLength(1);
+    const replay = await refresh(legacy);
+    expect(replay.body['error']).toBe('invalid_grant');
+    expect((await connectionStatus(server, latest['access_token']!)).revoke_reason).toBe('refresh_reuse');
   });
 });

@@ -1,0 +1,74 @@
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/config.js';
+import { openStore, type Store } from '../../src/store/database.js';
+import { ENGINE, freshDatabase } from '../helpers/harness.js';
+
+/** Prepared statements beside Kysely on one database: atomicity, group commit, and no joining of a transaction. */
+
+let store: Store;
+let drop: () => Promise<void>;
+
+beforeAll(async () => {
+  const database = await freshDatabase();
+  drop = database.drop;
+  store = openStore(loadConfig({ NODE_ENV: 'test', ...database.env }));
+  await sql`CREATE TABLE notes_t (id text PRIMARY KEY, n integer NOT NULL)`.execute(store.db);
+});
+afterAll(async () => {
+  await store?.close();
+  await drop?.();
+});
+
+const INSERT = 'INSERT INTO notes_t (id, n) VALUES ($1, $2)';
+const ids = async () =>
+  (await store.sql.rows<{ id: string }>('SELECT id FROM notes_t ORDER BY id', [])).map((r) => r.id);
+
+describe(`prepared statements (${ENGINE})`, () => {
+  it('bind parameters by position and read rows back', async () => {
+    expect(await store.sql.changes(INSERT, ['a', 1])).toBe(1);
+    expect(await store.sql.rows('SELECT id, n FROM notes_t WHERE id = $1', ['a'])).toEqual([
+      { id: 'a', n: 1 },
+    ]);
+  });
+
+  it('never join a Kysely transaction that is open: the transaction rolls back alone', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const trx = store.db
+      .transaction()
+      .execute(async (t) => {
+        await sql`INSERT INTO notes_t (id, n) VALUES ('in-trx', 1)`.execute(t);
+        await held;
+        throw new Error('roll back');
+      })
+      .catch(() => 'rolled back');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const outside = store.sql.changes(INSERT, ['outside', 2]);
+    release();
+    expect(await trx).toBe('rolled back');
+    expect(await outside).toBe(1);
+    expect(await ids()).toEqual(expect.arrayContaining(['outside']));
+    expect(await ids()).not.toContain('in-trx');
+  });
+});
+
+describe.runIf(ENGINE === 'sqlite')('group commit (sqlite)', () => {
+  it('units asked for together commit together; one that throws undoes only its own writes', async () => {
+    const s = store.sql;
+    if (s.engine !== 'sqlite') return;
+    const results = await Promise.allSettled([
+      s.atomically((tx) => tx.changes(INSERT, ['g1', 1])),
+      s.atomically((tx) => {
+        tx.changes(INSERT, ['g2', 2]);
+        throw new Error('this unit fails');
+      }),
+      s.atomically((tx) => tx.changes(INSERT, ['g3', 3]) + tx.changes(INSERT, ['g4', 4])),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(results[2]).toEqual({ status: 'fulfilled', value: 2 });
+    const now = await ids();
+    expect(now).toEqual(expect.arrayContaining(['g1', 'g3', 'g4']));
+    expect(now).not.toContain('g2');
+  });
+});
