@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
+import { Kysely, PostgresDialect, type PostgresPool, type PostgresPoolClient, SqliteDialect } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config/config.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './checkpointer.js';
@@ -44,7 +44,9 @@ export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
   const pool = config.databaseUrl ? postgresPool(config.databaseUrl, config) : undefined;
   const sqlite = pool ? undefined : sqliteFile(config.dataDir);
   const checkpointer = sqlite && startCheckpointer(sqlite.name);
-  const dialect = pool ? new PostgresDialect({ pool }) : new SqliteDialect({ database: sqlite! });
+  const dialect = pool
+    ? new PostgresDialect({ pool: discardingBrokenClients(pool) })
+    : new SqliteDialect({ database: sqlite! });
   const db = new Kysely<Database>({
     dialect,
     ...(watch
@@ -86,6 +88,44 @@ function postgresPool(connectionString: string, o: StoreConfig): pg.Pool {
   // client's 'error' event itself would end the process (57P01 under load).
   pool.on('connect', (client) => client.on('error', () => {}));
   return pool;
+}
+
+/**
+ * The pool as Kysely uses it. A client whose query failed because its connection failed (the client-side timeout of a
+ * stalled server or a dead socket, a terminated backend) goes back to the pool with that error, and the pool discards
+ * it. Released as healthy, it would keep its unanswered query, and every later query on it would wait the full
+ * timeout — forever, after a failover that leaves the old sockets silent. (`pool.query`, used by the prepared
+ * statements, already releases a failed client with its error.)
+ */
+function discardingBrokenClients(pool: pg.Pool): PostgresPool {
+  return {
+    async connect() {
+      const client = await pool.connect();
+      let broken: Error | undefined;
+      const query = ((text: string, parameters: unknown[]) => {
+        const result: unknown = client.query(text, parameters);
+        if (result instanceof Promise) {
+          result.catch((e: unknown) => {
+            if (isConnectionFailure(e)) broken = e as Error;
+          });
+        }
+        return result;
+      }) as PostgresPoolClient['query'];
+      return { query, release: () => client.release(broken) };
+    },
+    end: () => pool.end(),
+  };
+}
+
+/**
+ * Whether an error is a failure of the connection rather than of the statement: no SQLSTATE at all (a client-side
+ * timeout, a closed socket), or class 08 (connection exception) or 57P01–57P03 (the server is going away). A
+ * statement the server cancelled (57014, statement_timeout) or refused (23505...) leaves the connection usable.
+ */
+function isConnectionFailure(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
+  return /^(08|57P0[1-3])/.test(code);
 }
 
 function sqliteFile(dataDir: string): SQLite.Database {

@@ -6,10 +6,14 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
  * - `stall()`: stop forwarding in both directions while every socket stays open (a hung server, a black-holed
  *   route); new connections are accepted and then held the same way;
  * - `resume()`: forward again, what was held included;
- * - `closeAll()`: cut every open connection (a server restart); new ones are still accepted.
+ * - `closeAll()`: cut every open connection (a server restart); new ones are still accepted;
+ * - `blackholeOpen()`: the connections open now go silent for good while new ones work (a failover that leaves the
+ *   old sockets dead without a reset: the client only learns it from a timeout).
  */
 export class TcpForwarder {
   private readonly pairs = new Set<[Socket, Socket]>();
+  /** Black-holed connections: silent until `close()` ends them. */
+  private readonly dead = new Set<Socket>();
   private stalled = false;
 
   private constructor(
@@ -50,6 +54,17 @@ export class TcpForwarder {
     }
   }
 
+  blackholeOpen(): void {
+    for (const [client, upstream] of this.pairs) {
+      client.pause();
+      upstream.pause();
+      client.removeAllListeners('data');
+      upstream.removeAllListeners('data');
+      this.dead.add(client).add(upstream);
+    }
+    this.pairs.clear();
+  }
+
   closeAll(): void {
     for (const [client, upstream] of this.pairs) {
       client.destroy();
@@ -60,6 +75,7 @@ export class TcpForwarder {
 
   async close(): Promise<void> {
     this.closeAll();
+    for (const socket of this.dead) socket.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
