@@ -82,6 +82,8 @@ export interface AgencyCall {
   calledTool?: string;
   /** Why the dashboard API refused the call (401: the grant has ended): the request is then answered 401. */
   refused?: string;
+  /** Why the dashboard API could not serve the call (503: a dependency is down): the request is then answered 503. */
+  unavailable?: string;
   requestId: string;
 }
 

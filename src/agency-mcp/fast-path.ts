@@ -1,3 +1,4 @@
+import type { DashboardApiResponse } from '../dashboard-api/plugin.js';
 import type { ErrorBody } from '../http/errors.js';
 import {
   type CanonicalToolCall,
@@ -11,7 +12,7 @@ import {
 import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import { type AgencyCall, agencyCallOf } from './auth.js';
 import type { DashboardGateway } from './gateway.js';
-import { AGENCY_SERVER_INFO, refuse, toolError, toolResult } from './server.js';
+import { AGENCY_SERVER_INFO, refuse, toolError, toolResult, unavailableMessage } from './server.js';
 import { AGENCY_TOOLS, type AgencyToolDefinition } from './tools.js';
 
 const LEGACY_REVISIONS = MCP_PROTOCOL_VERSIONS.filter((v) => v !== MODERN_REVISION);
@@ -66,8 +67,9 @@ async function answerRead(
     {},
     caller.requestId,
   );
-  // The grant has ended: the endpoint answers 401 (refusedDuringCall), as the SDK path does.
-  if (res.status === 401) refuse(gateway, caller, inbound, (res.body as ErrorBody).error.message);
+  // The grant has ended, or a dependency is down: the endpoint answers 401 or 503 (its interruption), as it does on
+  // the SDK path.
+  interrupt(gateway, caller, inbound, res);
   if (res.status >= 300) return undefined;
   return answer(call, toolResult(res.body as Record<string, unknown>));
 }
@@ -83,8 +85,18 @@ async function answerWrite(
   const { agencyId } = caller.principal;
   const res = await gateway.call(tool.operation, caller.dashboardToken!, agencyId, args, caller.requestId);
   if (res.status < 300) return answer(call, toolResult(res.body as Record<string, unknown>));
-  if (res.status === 401) refuse(gateway, caller, inbound, (res.body as ErrorBody).error.message);
+  interrupt(gateway, caller, inbound, res);
   return answer(call, toolError(res.body as ErrorBody));
+}
+
+function interrupt(
+  gateway: DashboardGateway,
+  caller: AgencyCall,
+  inbound: string,
+  res: DashboardApiResponse,
+) {
+  if (res.status === 401) refuse(gateway, caller, inbound, (res.body as ErrorBody).error.message);
+  if (res.status === 503) caller.unavailable = unavailableMessage(res);
 }
 
 function answer(call: CanonicalToolCall, result: Record<string, unknown>): FastAnswer {

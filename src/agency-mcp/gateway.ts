@@ -1,3 +1,5 @@
+import { DependencyUnavailable, DependencyWatch } from '../http/dependency-outage.js';
+import { ApiError } from '../http/errors.js';
 import { OAuthError } from '../http/oauth-errors.js';
 import {
   ACCESS_TOKEN_TYPE,
@@ -41,11 +43,14 @@ interface Exchanged {
 export class DashboardGateway {
   private readonly exchanged: Lru<string, Promise<Exchanged>>;
   private readonly basic: string;
+  /** The dashboard API over HTTP (a split deployment): its outages are logged once, not per call. */
+  private readonly authServer: DependencyWatch;
 
   constructor(private readonly ctx: AppContext) {
     this.exchanged = new Lru(Math.max(ctx.config.tokenCacheSize, 1));
     const credentials = `${encodeURIComponent(AGENCY_MCP_CLIENT_ID)}:${encodeURIComponent(ctx.config.agencyMcp.clientSecret)}`;
     this.basic = `Basic ${Buffer.from(credentials).toString('base64')}`;
+    this.authServer = new DependencyWatch('authorization server (dashboard API)', ctx.log);
   }
 
   /** The dashboard API token for an inbound access token; throws ExchangeRefused. Concurrent callers share one exchange. */
@@ -87,7 +92,7 @@ export class DashboardGateway {
   ): Promise<DashboardApiResponse> {
     const local = inProcessDashboardApi(this.ctx);
     if (local) return local.call(id, token, agencyId, input, requestId);
-    return this.callOverHttp(OPERATIONS[id], token, agencyId, input);
+    return this.callOverHttp(OPERATIONS[id], token, agencyId, input, requestId);
   }
 
   private async exchange(inbound: string): Promise<Exchanged> {
@@ -157,6 +162,7 @@ export class DashboardGateway {
     token: string,
     agencyId: string,
     input: Record<string, unknown>,
+    requestId: string,
   ): Promise<DashboardApiResponse> {
     const rest = { ...input };
     const path = op.path.replace(/:([a-z_]+)/g, (_m, name: string) => {
@@ -174,7 +180,21 @@ export class DashboardGateway {
       init.headers = { ...init.headers, 'content-type': 'application/json' };
       init.body = JSON.stringify(rest);
     }
-    const res = await fetch(url, init);
+    let res: Response;
+    try {
+      res = await fetch(url, init);
+    } catch (e) {
+      // The authorization server's host is unreachable: an outage of a dependency, logged once by its watch.
+      this.authServer.failed(
+        new DependencyUnavailable(`the dashboard API at ${url} is unreachable: ${(e as Error).message}`),
+      );
+      const unavailable = new ApiError(
+        'service_unavailable',
+        'A service this request needs is unavailable; retry',
+      );
+      return { status: unavailable.status, body: unavailable.body(requestId) };
+    }
+    this.authServer.succeeded();
     return { status: res.status, body: await res.json() };
   }
 

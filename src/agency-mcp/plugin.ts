@@ -24,7 +24,7 @@ import {
 } from './auth.js';
 import { agencyFastPath } from './fast-path.js';
 import { DashboardGateway, ExchangeRefused, ExchangeUnavailable } from './gateway.js';
-import { agencyServerFactory } from './server.js';
+import { agencyServerFactory, unavailableMessage } from './server.js';
 import { WRITE_TOOL_NAMES } from './tools.js';
 
 /** docs/contract.md#the-oauth-flow lists these in the metadata; the AS takes them as aliases of agency:mcp:read / write (docs/contract.md#the-oauth-flow). */
@@ -67,9 +67,11 @@ export async function agencyMcpSurface(
     },
     handler,
     ...(ctx.config.mcpFastPath ? { fastPath: agencyFastPath(gateway) } : {}),
-    refusedDuringCall: (request) => {
-      const refused = (request.mcpAuth?.extra?.['agency'] as AgencyCall | undefined)?.refused;
-      return refused === undefined ? undefined : unauthorized(site().metadataUrl, 'invalid_token', refused);
+    interruption: (request) => {
+      const call = request.mcpAuth?.extra?.['agency'] as AgencyCall | undefined;
+      if (call?.refused !== undefined)
+        return { refused: unauthorized(site().metadataUrl, 'invalid_token', call.refused) };
+      return call?.unavailable === undefined ? undefined : { unavailable: call.unavailable };
     },
   });
 }
@@ -150,6 +152,7 @@ async function permissionsNow(gateway: DashboardGateway, call: AgencyCall): Prom
     call.requestId,
   );
   if (res.status === 401) throw new ExchangeRefused('The connection behind this token has ended');
+  if (res.status === 503) call.unavailable = unavailableMessage(res);
   if (res.status !== 200) return new Set();
   return new Set((res.body as Access).permissions);
 }

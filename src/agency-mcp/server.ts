@@ -7,6 +7,7 @@ import {
   type StandardSchemaWithJSON,
 } from '@modelcontextprotocol/server';
 import { z } from 'zod';
+import type { DashboardApiResponse } from '../dashboard-api/plugin.js';
 import type { ErrorBody } from '../http/errors.js';
 import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import { precompiledSchema, sharedJsonSchemaValidator } from '../mcp-kit/schema-validator.js';
@@ -139,8 +140,10 @@ async function runTool(
   );
   if (res.status < 300) return toolResult(res.body as Record<string, unknown>);
   const error = (res.body as ErrorBody).error;
-  // The grant has ended (revoked on another instance, or expired): the endpoint answers 401, not this tool error.
+  // The grant has ended (revoked on another instance, or expired): the endpoint answers 401, not this tool error;
+  // a dependency is down: 503, as every other request meeting the outage is answered.
   if (res.status === 401) refuse(gateway, caller, call.http?.authInfo?.token ?? '', error.message);
+  if (res.status === 503) caller.unavailable = unavailableMessage(res);
   return toolError(res.body as ErrorBody);
 }
 
@@ -152,6 +155,13 @@ export function toolError(body: ErrorBody) {
     content: [{ type: 'text' as const, text: `${message} (${code}${param ? `, ${param}` : ''})` }],
     isError: true,
   };
+}
+
+/** What a client is told when the dashboard API could not serve a call for a dependency's outage. */
+export function unavailableMessage(res: DashboardApiResponse): string {
+  return (
+    (res.body as Partial<ErrorBody>).error?.message ?? 'A service this request needs is unavailable; retry'
+  );
 }
 
 /** Marks the call refused (answered 401 by the endpoint) and forgets what was cached for its token. */

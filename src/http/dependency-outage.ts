@@ -17,12 +17,18 @@ const NETWORK_CODES = new Set([
 const UNAVAILABLE_MESSAGES =
   /Connection terminated|timeout exceeded when trying to connect|Query read timeout|not queryable|Stream isn't writeable|Connection is closed|Command timed out/i;
 
+/** A dependency (another instance's authorization server, say) answered that it cannot serve now, or is unreachable. */
+export class DependencyUnavailable extends Error {
+  override name = 'DependencyUnavailable';
+}
+
 /**
  * Whether an error means a dependency (PostgreSQL, SQLite's lock, Redis) could not serve in time — an outage, not a
  * bug: every surface answers it 503 with Retry-After in its own shape, and the log says so once, not per request.
  */
 export function isDependencyOutage(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;
+  if (error instanceof DependencyUnavailable) return true;
   const e = error as { code?: unknown; message?: unknown };
   const code = typeof e.code === 'string' ? e.code : '';
   if (PG_UNAVAILABLE.test(code) || NETWORK_CODES.has(code) || code === 'SQLITE_BUSY') return true;

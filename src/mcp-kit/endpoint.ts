@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import { OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
 import { type ErrorClass, renderErrors } from '../http/framework-errors.js';
 import type { SurfaceServerOptions } from '../http/server.js';
 import { McpAuthError } from './auth.js';
@@ -25,11 +26,20 @@ export interface McpEndpointOptions {
   /** Answers the hottest calls without the SDK when they arrive in their canonical shape (see fast-path.ts). */
   fastPath?: FastPath;
   /**
-   * A refusal learnt only while the call ran (the agency server's grant turned out to have ended): the request is
-   * then answered with it (401 and the challenge) instead of the call's result. When set, a `tools/call` answer is
-   * read whole before it is sent, so that its status can still change.
+   * Set while a call ran when it cannot be answered with its result after all: the grant behind the token ended
+   * (maybe on another instance: 401 with the challenge), or a dependency the call needed is down (503 with
+   * Retry-After). When set, a `tools/call` answer is read whole before it is sent, so that its status can still change.
    */
-  refusedDuringCall?(request: FastifyRequest): McpAuthError | undefined;
+  interruption?(request: FastifyRequest): Interruption | undefined;
+}
+
+/** Why a call under way is answered otherwise than with its result. */
+export type Interruption = { refused: McpAuthError } | { unavailable: string };
+
+function sendInterruption(request: FastifyRequest, reply: FastifyReply, i: Interruption): FastifyReply {
+  if ('refused' in i) return sendAuthError(request, reply, i.refused);
+  reply.header('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
+  return sendJsonRpcError(request, reply, 503, JSON_RPC_ERRORS.serverError, i.unavailable);
 }
 
 /** Every MCP host answers in JSON-RPC, also when Node refuses a request before it exists (431, broken syntax). */
@@ -110,8 +120,8 @@ export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptio
         );
       }
       const fast = o.fastPath && (await o.fastPath(request));
-      const refused = o.refusedDuringCall?.(request);
-      if (refused) return sendAuthError(request, reply, refused);
+      const interrupted = o.interruption?.(request);
+      if (interrupted) return sendInterruption(request, reply, interrupted);
       // A Buffer, as the SDK's answers are sent: Fastify would add a charset to a string's content type.
       if (fast) return reply.code(fast.status).headers(fast.headers).send(Buffer.from(fast.body));
       return serveMcp(o, request, reply);
@@ -130,12 +140,12 @@ async function serveMcp(o: McpEndpointOptions, request: FastifyRequest, reply: F
     ...(request.mcpAuth ? { authInfo: request.mcpAuth } : {}),
     ...(request.body !== undefined ? { parsedBody: request.body } : {}),
   });
-  if (o.refusedDuringCall && isToolCall(request.body)) {
+  if (o.interruption && isToolCall(request.body)) {
     // The answer of one tool call ends with its result (a JSON body, or a stream the SDK closes after it): read
-    // whole, it is sent only once the call is known not to have been refused.
+    // whole, it is sent only once the call is known not to have been interrupted.
     const body = Buffer.from(await response.arrayBuffer());
-    const refused = o.refusedDuringCall(request);
-    if (refused) return sendAuthError(request, reply, refused);
+    const interrupted = o.interruption(request);
+    if (interrupted) return sendInterruption(request, reply, interrupted);
     return reply.code(response.status).headers(Object.fromEntries(response.headers)).send(body);
   }
   reply.code(response.status);

@@ -3,7 +3,9 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REDIS_TIMEOUT_MS } from '../../src/http/rate-limit.js';
 import { ENGINE, freshDatabase, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { modernRequest } from '../helpers/mcp.js';
 import { TcpForwarder } from '../helpers/tcp-forwarder.js';
+import { grant } from '../agency-mcp/helpers.js';
 
 /**
  * A dependency that stops answering while its connections stay open — a hung server, a black-holed route — is the
@@ -109,6 +111,67 @@ describe('PostgreSQL stalled behind a forwarder (always PostgreSQL)', () => {
     expect(lines.filter((m) => m === 'database unavailable')).toHaveLength(1);
     expect(lines).toContain('database available again');
     expect(lines.filter((m) => m === 'unhandled error' || m === 'MCP request failed')).toEqual([]);
+  });
+});
+
+describe('agency MCP tool calls while PostgreSQL is stalled (always PostgreSQL)', () => {
+  let pg: TcpForwarder;
+  let server: TestServer;
+  let drop: () => Promise<void>;
+
+  beforeAll(async () => {
+    const db = await freshDatabase('postgres');
+    drop = db.drop;
+    const url = new URL(db.env['DATABASE_URL']!);
+    pg = await TcpForwarder.start({ host: url.hostname, port: Number(url.port || 5432) });
+    server = await startTestServer({
+      env: {
+        ...db.env,
+        DATABASE_URL: pg.urlFor(url.toString()),
+        DATABASE_CONNECT_TIMEOUT_MS: String(CONNECT_MS),
+        DATABASE_STATEMENT_TIMEOUT_MS: String(STATEMENT_MS),
+        // The grant's liveness stays cached, so the outage is met inside the call, by the dashboard API.
+        LIVENESS_CACHE_SECONDS: '300',
+      },
+    });
+  });
+  afterAll(async () => {
+    pg?.resume();
+    await server?.close();
+    await pg?.close();
+    await drop?.();
+  });
+
+  it('a call the dashboard API cannot serve is HTTP 503 with Retry-After (fast path, SDK path, a write), not a tool error', async () => {
+    const g = await grant(server, { username: 'ada' });
+    const endpoint = `${server.url.agencyMcp}/mcp`;
+    const call = (name: string, args: Record<string, unknown> = {}) =>
+      modernRequest(endpoint, 'tools/call', { name, arguments: args }, { token: g.token });
+    const clients = (await (await call('list_clients')).json()) as {
+      result: { structuredContent: { data: { id: string }[] } };
+    };
+    const clientId = clients.result.structuredContent.data[0]!.id;
+    expect((await call('get_client', { client_id: clientId })).status).toBe(200);
+    pg.stall();
+    for (const [name, args] of [
+      ['list_clients', {}],
+      ['get_client', { client_id: clientId }],
+      ['create_client', { name: 'During the outage' }],
+    ] as const) {
+      const { value: res, ms } = await timed(() => call(name, args));
+      expect({ name, status: res.status, retryAfter: res.headers.get('retry-after') }).toEqual({
+        name,
+        status: 503,
+        retryAfter: '5',
+      });
+      expect(((await res.json()) as { error?: { code: number } }).error?.code).toBe(-32000);
+      expect(ms).toBeLessThan(PG_BOUND_MS + MARGIN_MS);
+    }
+    pg.resume();
+    expect(await until(async () => (await call('list_clients')).status === 200, 10_000)).toBe(true);
+    const lines = server.logs.lines.map((l) => l['msg']);
+    expect(lines.filter((m) => m === 'database unavailable')).toHaveLength(1);
+    expect(lines.filter((m) => m === 'dashboard API call failed' || m === 'unhandled error')).toEqual([]);
   });
 });
 
