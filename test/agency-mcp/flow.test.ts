@@ -38,13 +38,6 @@ import { demo, READ_TOOLS, WRITE_TOOLS } from './helpers.js';
  * tools → removing the member ends the connection. On both MCP eras, each with both registrations.
  */
 
-const HAVE_CHROMIUM = existsSync(CHROMIUM);
-if (!HAVE_CHROMIUM) {
-  console.warn(
-    `agency MCP flow test skipped: ${CHROMIUM} not found (apt-get install -y chromium, or set CHROMIUM_PATH)`,
-  );
-}
-
 const ERAS: McpVersion[] = ['2026-07-28', '2025-11-25'];
 const REGISTRATIONS = ['cimd', 'dcr'] as const;
 type Registration = (typeof REGISTRATIONS)[number];
@@ -71,7 +64,9 @@ const cimdDocument = (path: string) => ({
 });
 
 beforeAll(async () => {
-  if (!HAVE_CHROMIUM) return;
+  // Never skipped for want of a browser: `npm test` installs Debian's chromium (scripts/test-deps.sh).
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} not found: apt-get install -y chromium (or set CHROMIUM_PATH)`);
   certDir = makeTestCertificate('svc-flow-');
   docs = createHttpsServer(
     { key: readFileSync(join(certDir, 'key.pem')), cert: readFileSync(join(certDir, 'cert.pem')) },
@@ -239,7 +234,7 @@ const toolNames = async (client: Client) => (await client.listTools()).tools.map
 const textOf = (r: Awaited<ReturnType<Client['callTool']>>) =>
   (r.content as { type: string; text: string }[]).map((c) => c.text).join('\n');
 
-describe.skipIf(!HAVE_CHROMIUM)(`the whole flow with real clients (${ENGINE})`, () => {
+describe(`the whole flow with real clients (${ENGINE})`, () => {
   for (const era of ERAS) {
     for (const registration of REGISTRATIONS) {
       it(`${registration === 'cimd' ? 'Client ID Metadata Document' : 'dynamic registration'}, MCP ${era}`, async () => {

@@ -25,13 +25,11 @@ const freePort = () =>
     });
   });
 
-// Like the MCP conformance suites: skipped only when Node 22 cannot be installed, and then it says why.
-const node22 = probeNode22();
-if (!node22.ok)
-  console.warn(`authorization conformance skipped: Node 22 could not be installed (${node22.why})`);
-
-describe.skipIf(!node22.ok)(`conformance authorization (${ENGINE})`, () => {
+// Like the MCP conformance suites: without Node 22 (fetched by npx) it fails and says why, never skips.
+describe(`conformance authorization (${ENGINE})`, () => {
   beforeAll(async () => {
+    const node22 = probeNode22();
+    if (!node22.ok) throw new Error(`the conformance runner needs Node 22 (npx -p node@22): ${node22.why}`);
     server = await startTestServer({ env: { AGENCY_MCP_URL } });
   });
   afterAll(() => server?.close());
