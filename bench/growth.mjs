@@ -2,7 +2,7 @@
 // reachable) PostgreSQL:
 // - the refresh rotation (BENCH_CHAINS concurrent chains) with 0, 1%, 10% and 100% of BENCH_GROWTH_ROWS (1M) rows in
 //   refresh_tokens, a tenth as many connections, and as many audit_events rows (target ≤ 1.2× the empty database);
-// - the dashboard page with its audit section, for the agency holding those audit events (target ≤ 50 ms);
+// - the agency's History page (its audit events in sentences), for the agency holding those events (target ≤ 50 ms);
 // - GET /me with 1, 1,000 and BENCH_DISTINCT_TOKENS (100k) distinct live session tokens in rotation, more than
 //   TOKEN_CACHE_SIZE: the cost of a verified-token cache miss (embedded database);
 // - storage growth per rotation (rows and bytes of refresh_tokens).
@@ -176,7 +176,7 @@ function pageSide(name, { url, pid, pgApp, cookie }) {
         const t0 = performance.now();
         const res = await fetch(url, { headers: { cookie }, redirect: 'manual' });
         const body = await res.text();
-        if (res.status !== 200 || !body.includes('id="audit"'))
+        if (res.status !== 200 || !body.includes('<h1>History of'))
           throw new Error(`${name}: answered ${res.status}`);
         latencies.push(performance.now() - t0);
       }
@@ -189,7 +189,14 @@ function pageSide(name, { url, pid, pgApp, cookie }) {
   };
 }
 
-/** One server per data size, with its chains, bulk rows and a dashboard cookie of the agency's owner. */
+/** The History page of an agency, found as a member finds it: from Connected apps, under the agency's heading. */
+async function historyUrl(auth, cookie, agencyName) {
+  const page = await (await fetch(`${auth}/dashboard`, { headers: { cookie } })).text();
+  const agency = new RegExp(`<h2 id="apps-(agy_[A-Za-z0-9]+)">${agencyName}</h2>`).exec(page)?.[1];
+  if (!agency) throw new Error(`no agency ${agencyName} on the Connected apps page`);
+  return `${auth}/dashboard/agencies/${agency}/history`;
+}
+
 /**
  * One server per engine and data size, with its chains, bulk rows and a dashboard cookie of the agency's owner.
  * On PostgreSQL the side carries the schema's application_name, so its backends' CPU is charged to it.
@@ -217,6 +224,7 @@ async function growthStep(engine, rows, stops) {
       `  ${ENGINES[engine]}: bulk-loaded ${label(rows)} rows per table in ${loadSeconds.toFixed(1)} s`,
     );
   const cookie = await dashboardCookie(svc.urls.auth, 'ada');
+  const history = await historyUrl(svc.urls.auth, cookie, 'Northwind Studio');
   return {
     rows,
     store,
@@ -226,8 +234,8 @@ async function growthStep(engine, rows, stops) {
       tokenUrl: svc.urls.auth,
       chains,
     }),
-    audit: pageSide(`dashboard with its audit section, ${label(rows)} audit_events rows`, {
-      url: `${svc.urls.auth}/dashboard`,
+    audit: pageSide(`the agency's history page, ${label(rows)} audit_events rows`, {
+      url: history,
       pid: svc.pid,
       pgApp,
       cookie,
@@ -344,7 +352,7 @@ async function measureEngine(engine, steps) {
   );
   const after = await steps[0].store.storage();
   const audit = await compare(
-    `Dashboard page (audit section, agency-wide) by rows in audit_events, one request at a time, ${name}`,
+    `History page (agency-wide audit events) by rows in audit_events, one request at a time, ${name}`,
     steps.map((s) => s.audit),
     { baseline: steps[0].audit.name },
   );
@@ -358,7 +366,7 @@ async function measureEngine(engine, steps) {
   );
   const page = audit[biggest.audit.name];
   verdict(
-    `${name}: dashboard with ${label(biggest.rows)} audit events`,
+    `${name}: history page with ${label(biggest.rows)} audit events`,
     `p99 ${page.p99} ms (p50 ${page.p50} ms, one request at a time)`,
     page.p99 <= 50,
     'p99 ≤ 50 ms',

@@ -40,25 +40,20 @@ export async function loadConnectedApps(
   userId: string,
 ): Promise<ConnectedAppsPage> {
   const memberships = await listMemberships(ctx.db, userId);
-  const describe = describer(registry);
-  const groups: AppGroup[] = await Promise.all(
-    memberships.map(async (membership) => ({
-      membership,
-      apps: await Promise.all(
-        (await listMemberConnections(ctx.db, membership.member.id)).map(async (c) => ({
-          connection: c,
-          client: await describe(c.client_id),
-          permissions: permissionsNow(c, membership),
-        })),
-      ),
-    })),
-  );
+  const byAgency = await Promise.all(memberships.map((m) => listMemberConnections(ctx.db, m.member.id)));
   const account = await listUserLevelConnections(ctx.db, userId);
+  const clients = await registry.describeAll([...byAgency.flat(), ...account].map((c) => c.client_id));
+  const app = (connection: ConnectionRow, permissions: Permission[]): ConnectedApp => ({
+    connection,
+    client: clients.get(connection.client_id)!,
+    permissions,
+  });
+  const groups: AppGroup[] = memberships.map((membership, i) => ({
+    membership,
+    apps: byAgency[i]!.map((c) => app(c, permissionsNow(c, membership))),
+  }));
   if (account.length > 0 || ctx.config.oauth.userResources) {
-    const apps = await Promise.all(
-      account.map(async (c) => ({ connection: c, client: await describe(c.client_id), permissions: [] })),
-    );
-    groups.push({ membership: undefined, apps });
+    groups.push({ membership: undefined, apps: account.map((c) => app(c, [])) });
   }
   // Agencies where the member has apps first, most recently used first: the page opens where the apps are.
   groups.sort((a, b) => lastActivity(b) - lastActivity(a));
@@ -76,16 +71,6 @@ function permissionsNow(c: ConnectionRow, m: MembershipView): Permission[] {
 
 const lastActivity = (g: AppGroup) =>
   Math.max(-1, ...g.apps.map((a) => a.connection.last_used_at ?? a.connection.created_at));
-
-/** One lookup per client id per page. */
-function describer(registry: ClientRegistry) {
-  const seen = new Map<string, Promise<ClientDescription>>();
-  return (clientId: string) => {
-    let d = seen.get(clientId);
-    if (!d) seen.set(clientId, (d = registry.describe(clientId)));
-    return d;
-  };
-}
 
 /** An agency page's frame: the member's memberships (to switch agency) and the one shown. */
 export interface AgencyPage {
@@ -154,9 +139,7 @@ export async function loadHistory(
     const id = e.client_id ?? (JSON.parse(e.detail) as { client_id?: string }).client_id;
     if (id) clientIds.add(id);
   }
-  const describe = describer(registry);
-  const appNames = new Map(
-    await Promise.all([...clientIds].map(async (id) => [id, (await describe(id)).name] as const)),
-  );
+  const clients = await registry.describeAll(clientIds);
+  const appNames = new Map([...clients].map(([id, client]) => [id, client.name]));
   return { ...page, events, wholeAgency, appNames };
 }
