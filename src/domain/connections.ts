@@ -312,12 +312,13 @@ export async function pruneExpiredGrants(db: Db, clock: Clock): Promise<void> {
 }
 
 const PRUNE_INTERVAL_MS = 3600_000;
-let lastPrune = Number.NEGATIVE_INFINITY;
+/** When each store (each instance; several may share a process) last pruned. */
+const lastPrune = new WeakMap<Db, number>();
 
-/** `pruneExpiredGrants`, at most once an hour per process: cheap enough to call from the refresh path. */
+/** `pruneExpiredGrants`, at most once an hour per instance: cheap enough to call from the refresh path. */
 export async function pruneExpiredGrantsHourly(db: Db, clock: Clock): Promise<void> {
-  if (clock.now() - lastPrune < PRUNE_INTERVAL_MS) return;
-  lastPrune = clock.now();
+  if (clock.now() - (lastPrune.get(db) ?? Number.NEGATIVE_INFINITY) < PRUNE_INTERVAL_MS) return;
+  lastPrune.set(db, clock.now());
   await pruneExpiredGrants(db, clock);
 }
 
