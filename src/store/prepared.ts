@@ -45,6 +45,18 @@ export interface Outcomes {
 
 const NO_WATCH: Outcomes = { failed: () => {}, succeeded: () => {} };
 
+/** Runs `work` and tells the watch how it ended. */
+async function watched<T>(watch: Outcomes, work: () => Promise<T>): Promise<T> {
+  try {
+    const result = await work();
+    watch.succeeded();
+    return result;
+  } catch (e) {
+    watch.failed(e);
+    throw e;
+  }
+}
+
 /**
  * The embedded database shares one connection with Kysely. Kysely holds it across awaits during a transaction, and a
  * statement run on it then would join that transaction, so statements run at once only while no transaction is
@@ -68,16 +80,10 @@ export function sqlitePrepared(
     rows: <R>(text: string, params: readonly unknown[]) => statement(text).all(...params) as R[],
     changes: (text, params) => statement(text).run(...params).changes,
   };
-  const exclusive = async <T>(fn: () => T): Promise<T> => {
-    try {
-      const result = database.inTransaction ? await kysely.connection().execute(async () => fn()) : fn();
-      watch.succeeded();
-      return result;
-    } catch (e) {
-      watch.failed(e);
-      throw e;
-    }
-  };
+  const exclusive = <T>(fn: () => T): Promise<T> =>
+    watched(watch, async () =>
+      database.inTransaction ? await kysely.connection().execute(async () => fn()) : fn(),
+    );
   return {
     engine: 'sqlite',
     rows: (text, params) => exclusive(() => sync.rows(text, params)),
@@ -155,16 +161,8 @@ export function postgresPrepared(pool: pg.Pool, watch: Outcomes = NO_WATCH): Pos
     }
     return name;
   };
-  const query = async (text: string, params: readonly unknown[]) => {
-    try {
-      const result = await pool.query({ name: nameOf(text), text, values: params as unknown[] });
-      watch.succeeded();
-      return result;
-    } catch (e) {
-      watch.failed(e);
-      throw e;
-    }
-  };
+  const query = (text: string, params: readonly unknown[]) =>
+    watched(watch, () => pool.query({ name: nameOf(text), text, values: params as unknown[] }));
   return {
     engine: 'postgres',
     rows: async <R>(text: string, params: readonly unknown[]) => (await query(text, params)).rows as R[],

@@ -48,33 +48,46 @@ const postSession = (server: TestServer, username: string, password: string) =>
     body: JSON.stringify({ username, password }),
   });
 
+/** A server on a fresh PostgreSQL schema reached through a forwarder the test can stall, with small bounds. */
+async function serverBehindForwarder(env: Record<string, string>) {
+  const db = await freshDatabase('postgres');
+  const url = new URL(db.env['DATABASE_URL']!);
+  const pg = await TcpForwarder.start({ host: url.hostname, port: Number(url.port || 5432) });
+  const server = await startTestServer({
+    env: {
+      ...db.env,
+      DATABASE_URL: pg.urlFor(url.toString()),
+      DATABASE_CONNECT_TIMEOUT_MS: String(CONNECT_MS),
+      DATABASE_STATEMENT_TIMEOUT_MS: String(STATEMENT_MS),
+      ...env,
+    },
+  });
+  return { pg, server, drop: db.drop };
+}
+
+async function stopAll(
+  pg: TcpForwarder | undefined,
+  server: TestServer | undefined,
+  drop?: () => Promise<void>,
+) {
+  pg?.resume();
+  await server?.close();
+  await pg?.close();
+  await drop?.();
+}
+
 describe('PostgreSQL stalled behind a forwarder (always PostgreSQL)', () => {
   let pg: TcpForwarder;
   let server: TestServer;
   let drop: () => Promise<void>;
 
   beforeAll(async () => {
-    const db = await freshDatabase('postgres');
-    drop = db.drop;
-    const url = new URL(db.env['DATABASE_URL']!);
-    pg = await TcpForwarder.start({ host: url.hostname, port: Number(url.port || 5432) });
-    server = await startTestServer({
-      env: {
-        ...db.env,
-        DATABASE_URL: pg.urlFor(url.toString()),
-        DATABASE_CONNECT_TIMEOUT_MS: String(CONNECT_MS),
-        DATABASE_STATEMENT_TIMEOUT_MS: String(STATEMENT_MS),
-        DATABASE_POOL_SIZE: '4',
-        LIVENESS_CACHE_SECONDS: '0',
-      },
-    });
+    ({ pg, server, drop } = await serverBehindForwarder({
+      DATABASE_POOL_SIZE: '4',
+      LIVENESS_CACHE_SECONDS: '0',
+    }));
   });
-  afterAll(async () => {
-    pg?.resume();
-    await server?.close();
-    await pg?.close();
-    await drop?.();
-  });
+  afterAll(() => stopAll(pg, server, drop));
 
   it('sign-in and /me answer 503 with Retry-After within the bounds, /ready names the database, and it recovers', async () => {
     const { token } = await signIn(server);
@@ -120,27 +133,10 @@ describe('agency MCP tool calls while PostgreSQL is stalled (always PostgreSQL)'
   let drop: () => Promise<void>;
 
   beforeAll(async () => {
-    const db = await freshDatabase('postgres');
-    drop = db.drop;
-    const url = new URL(db.env['DATABASE_URL']!);
-    pg = await TcpForwarder.start({ host: url.hostname, port: Number(url.port || 5432) });
-    server = await startTestServer({
-      env: {
-        ...db.env,
-        DATABASE_URL: pg.urlFor(url.toString()),
-        DATABASE_CONNECT_TIMEOUT_MS: String(CONNECT_MS),
-        DATABASE_STATEMENT_TIMEOUT_MS: String(STATEMENT_MS),
-        // The grant's liveness stays cached, so the outage is met inside the call, by the dashboard API.
-        LIVENESS_CACHE_SECONDS: '300',
-      },
-    });
+    // The grant's liveness stays cached, so the outage is met inside the call, by the dashboard API.
+    ({ pg, server, drop } = await serverBehindForwarder({ LIVENESS_CACHE_SECONDS: '300' }));
   });
-  afterAll(async () => {
-    pg?.resume();
-    await server?.close();
-    await pg?.close();
-    await drop?.();
-  });
+  afterAll(() => stopAll(pg, server, drop));
 
   it('a call the dashboard API cannot serve is HTTP 503 with Retry-After (fast path, SDK path, a write), not a tool error', async () => {
     const g = await grant(server, { username: 'ada' });
