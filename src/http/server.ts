@@ -75,7 +75,10 @@ class RequestLog extends LogController {
     this.record(request.log, request.method, route, request.url, reply.statusCode, reply.elapsedTime);
   }
 
-  /** The metrics and the access line of one answered request, by Fastify or by a surface's fast path. */
+  /**
+   * The metrics and the access line of one answered request, by Fastify (`log` is the request's logger) or by a
+   * surface's fast path (`log` is the server's, and the request's child with `requestId` is made only to log).
+   */
   record(
     log: FastifyBaseLogger,
     method: string,
@@ -83,12 +86,14 @@ class RequestLog extends LogController {
     url: string,
     status: number,
     elapsedMs: number,
+    requestId?: string,
   ): void {
     this.metrics.httpRequest(this.surface, method, route, status, elapsedMs / 1000);
     const level = status >= 500 ? 'error' : status >= 400 ? 'info' : this.successLevel;
     if (!(log as unknown as Logger).isLevelEnabled(level)) return;
     const path = url.split('?', 1)[0];
-    log[level]({ method, route: route ?? null, path, status, ms: Math.round(elapsedMs) }, 'request');
+    const line = requestId === undefined ? log : log.child({ [this.requestIdLogLabel]: requestId });
+    line[level]({ method, route: route ?? null, path, status, ms: Math.round(elapsedMs) }, 'request');
   }
 }
 
@@ -173,15 +178,8 @@ function answerBesideFastify(
     headers['content-length'] = String(Buffer.byteLength(answer.body));
     response.writeHead(answer.status, headers);
     response.end(answer.body);
-    const requestLogger = deferredChildLogger(log, { request_id: id }, {});
-    requestLog.record(
-      requestLogger,
-      request.method!,
-      answer.route,
-      request.url!,
-      answer.status,
-      performance.now() - started,
-    );
+    const elapsedMs = performance.now() - started;
+    requestLog.record(log, request.method!, answer.route, request.url!, answer.status, elapsedMs, id);
   });
 }
 
