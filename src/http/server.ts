@@ -34,8 +34,11 @@ export interface FastResponse {
   /** The route pattern Fastify would have matched, for the access log and the metrics. */
   route: string;
   status: number;
-  /** The route's own headers in the order its handler sets them; the request id, static headers and length are added. */
-  headers: Record<string, string>;
+  /**
+   * The route's own headers in the order its handler sets them, names (lower case) and values alternating as
+   * node:http's `writeHead` takes them; the request id, the static headers and the length are added around them.
+   */
+  headers: readonly string[];
   body: string;
 }
 
@@ -161,6 +164,7 @@ function answerBesideFastify(
     response: ServerResponse,
   ) => void)[];
   if (!fastify || others.length) throw new Error('fast path: expected Fastify as the only request listener');
+  const staticFlat = staticHeaders.flat();
   let closing = false;
   app.addHook('preClose', (done) => {
     closing = true;
@@ -172,10 +176,10 @@ function answerBesideFastify(
     const answer = closing ? undefined : fastPath(request);
     if (!answer) return fastify(request, response);
     const id = newId('req');
-    const headers: Record<string, string> = { 'x-request-id': id };
-    for (const [name, value] of staticHeaders) headers[name] = value;
-    Object.assign(headers, answer.headers);
-    headers['content-length'] = String(Buffer.byteLength(answer.body));
+    // A flat list, not an object: node:http writes it in this order without walking an object's keys (megamorphic
+    // property loads and stores were ~3 % of a fast-path GET /me, perf).
+    const headers = ['x-request-id', id, ...staticFlat, ...answer.headers];
+    headers.push('content-length', String(Buffer.byteLength(answer.body)));
     response.writeHead(answer.status, headers);
     response.end(answer.body);
     const elapsedMs = performance.now() - started;

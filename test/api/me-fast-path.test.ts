@@ -133,9 +133,8 @@ describe('the fast path serves only what it holds in memory, and leaves the rest
   it('answers a cached token with a live session and a cached user', async () => {
     await send('fast');
     expect(fastAnswer({ token: tokens.fast })).toMatchObject({ status: 200, route: '/me' });
-    expect(fastAnswer({ token: tokens.fast, headers: [['Svc-Version', OLD_VERSION]] })).toMatchObject({
-      headers: { 'svc-version': OLD_VERSION },
-    });
+    const headers = fastAnswer({ token: tokens.fast, headers: [['Svc-Version', OLD_VERSION]] })?.headers;
+    expect(headers?.[headers.indexOf('svc-version') + 1]).toBe(OLD_VERSION);
   });
 
   it.each([
