@@ -45,7 +45,8 @@ export class CachedLookup<T> {
   peek(id: string): T | undefined {
     const entry = this.entries.get(id);
     if (entry === undefined) return undefined;
-    const fresh = this.o.clock.now() - entry.loadedAt < this.o.ttlMs || this.o.isFinal?.(entry.value) === true;
+    const fresh =
+      this.o.clock.now() - entry.loadedAt < this.o.ttlMs || this.o.isFinal?.(entry.value) === true;
     return fresh ? entry.value : undefined;
   }
 
