@@ -4,6 +4,7 @@ import { meFastPath } from '../../src/api/me-fast-path.js';
 import { signIn, startTestServer, type TestServer, userId } from '../helpers/harness.js';
 import { type RawResponse, rawRequest } from '../helpers/raw-http.js';
 import { OLD_VERSION, testVersions } from '../helpers/test-versions.js';
+import { connect } from '../auth/oauth-helpers.js';
 
 /**
  * `GET /me` answered beside Fastify (src/api/me-fast-path.ts) must be indistinguishable from the route: the same
@@ -16,7 +17,8 @@ const tokens = { fast: '', slow: '' };
 const ids = { fast: '', slow: '' };
 
 beforeAll(async () => {
-  const env = { METRICS_PORT: '0' };
+  // OAuth user:read tokens for /me too (docs/contract.md#authentication), so that both token kinds are compared.
+  const env = { METRICS_PORT: '0', OAUTH_USER_RESOURCES: 'on', AGENCY_MCP_URL: 'http://127.0.0.1:4102' };
   [fast, slow] = await Promise.all([
     startTestServer({ env, versions: testVersions }),
     startTestServer({ env: { ...env, REST_FAST_PATH: 'off' }, versions: testVersions }),
@@ -31,10 +33,18 @@ afterAll(() => Promise.all([fast?.close(), slow?.close()]));
 type Side = 'fast' | 'slow';
 const server = (side: Side) => (side === 'fast' ? fast : slow);
 
-function send(side: Side, o: { method?: string; path?: string; headers?: [string, string][] } = {}) {
+interface Sent {
+  method?: string;
+  path?: string;
+  headers?: [string, string][];
+  /** Another token than the side's session token. */
+  token?: Record<Side, string>;
+}
+
+function send(side: Side, o: Sent = {}) {
   return rawRequest(`${server(side).url.api}${o.path ?? '/me'}`, {
     method: o.method ?? 'GET',
-    headers: [['Authorization', `Bearer ${tokens[side]}`], ...(o.headers ?? [])],
+    headers: [['Authorization', `Bearer ${(o.token ?? tokens)[side]}`], ...(o.headers ?? [])],
   });
 }
 
@@ -66,7 +76,7 @@ async function counters(side: Side): Promise<Map<string, number>> {
 const delta = (before: Map<string, number>, after: Map<string, number>) =>
   Object.fromEntries([...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)]).filter(([, d]) => d !== 0));
 
-async function both(o: Parameters<typeof send>[1] = {}) {
+async function both(o: Sent = {}) {
   const before = { fast: await counters('fast'), slow: await counters('slow') };
   const a = await send('fast', o);
   const b = await send('slow', o);
@@ -110,6 +120,20 @@ describe('GET /me beside Fastify answers exactly what the route answers', () => 
     await both();
     const { a, b } = await both(o);
     expect(comparable('fast', a)).toEqual(comparable('slow', b));
+  });
+
+  it('an OAuth user:read token', async () => {
+    const scope = 'user:read';
+    const oauth = {
+      fast: (await connect(fast, { resource: fast.url.api, scope })).tokens['access_token']!,
+      slow: (await connect(slow, { resource: slow.url.api, scope })).tokens['access_token']!,
+    };
+    await both({ token: oauth }); // the caches hold the token, its connection, the user and the client's pin
+    const { a, b, fastCounted, slowCounted } = await both({ token: oauth });
+    expect(a.status).toBe(200);
+    expect(comparable('fast', a)).toEqual(comparable('slow', b));
+    expect(fastCounted).toEqual(slowCounted);
+    expect(fastAnswer({ token: oauth.fast })?.status).toBe(200);
   });
 });
 
