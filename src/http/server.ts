@@ -173,7 +173,7 @@ function answerBesideFastify(
   app.server.removeListener('request', fastify);
   app.server.on('request', (request: IncomingMessage, response: ServerResponse) => {
     const started = performance.now();
-    const answer = closing ? undefined : fastPath(request);
+    const answer = closing ? undefined : tryFastPath(fastPath, request, log);
     if (!answer) return fastify(request, response);
     const id = newId('req');
     // A flat list, not an object: node:http writes it in this order without walking an object's keys (megamorphic
@@ -185,6 +185,20 @@ function answerBesideFastify(
     const elapsedMs = performance.now() - started;
     requestLog.record(log, request.method!, answer.route, request.url!, answer.status, elapsedMs, id);
   });
+}
+
+/** A fast path that throws (a bug: it must not) is logged and leaves the request to Fastify, never the process. */
+function tryFastPath(
+  fastPath: RawFastPath,
+  request: IncomingMessage,
+  log: FastifyBaseLogger,
+): FastResponse | undefined {
+  try {
+    return fastPath(request);
+  } catch (err) {
+    log.error({ err }, 'fast path failed; the request goes to Fastify');
+    return undefined;
+  }
 }
 
 /**
