@@ -2,13 +2,14 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { type DocumentBuilders, servePublicDocuments } from '../http/public-documents.js';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
-import { renderUser } from '../domain/resources.js';
 import { authenticateRest, authenticationError } from '../http/rest-auth.js';
 import { restErrors } from '../http/rest-errors.js';
 import type { SurfaceServerOptions } from '../http/server.js';
 import type { Principal } from '../tokens/verifier.js';
 import { VERSION_HEADER } from '../versions/registry.js';
 import { resolveVersion } from '../versions/resolve.js';
+import { ME_ACCEPTS, ME_SCOPE, meBody } from './me.js';
+import { meFastPath } from './me-fast-path.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -19,12 +20,14 @@ declare module 'fastify' {
 
 /**
  * The REST host's server: every response, raw connection errors included, points agents at its AI catalog (RFC 8288
- * web linking), and those raw errors carry `Svc-Version` like every other error (docs/contract.md#errors).
+ * web linking), and those raw errors carry `Svc-Version` like every other error (docs/contract.md#errors). With
+ * REST_FAST_PATH on, `GET /me` in its hottest shape is answered beside Fastify (me-fast-path.ts).
  */
 export function apiServerOptions(ctx: AppContext, aiCatalogPath: string): SurfaceServerOptions {
   return {
     responseHeaders: { link: `<${aiCatalogPath}>; rel="ai-catalog"` },
     connectionErrorHeaders: () => ({ [VERSION_HEADER.toLowerCase()]: ctx.versions.baseline }),
+    ...(ctx.config.restFastPath ? { fastPath: meFastPath(ctx) } : {}),
   };
 }
 
@@ -51,13 +54,13 @@ export async function apiSurface(
     request.requestedVersion = ctx.versions.fromHeader(request.raw.rawHeaders);
     const principal = await authenticateRest(ctx, request, {
       audience: urls.api(ctx.config),
-      accept: ['session', 'oauth'],
-      scope: 'user:read',
+      accept: ME_ACCEPTS,
+      scope: ME_SCOPE,
     });
     const user = await currentUser(ctx, principal);
     const version = await resolveVersion(ctx, request.requestedVersion, principal, user.api_version);
     reply.header(VERSION_HEADER, version);
-    return ctx.versions.render('user', renderUser(user), version);
+    return meBody(ctx, user, version);
   });
 
   // The machine-readable companions (docs/contract.md#surfaces), generated from the running configuration.

@@ -19,14 +19,23 @@ function randomByte(): number {
   return pool[poolOffset++]!;
 }
 
-/** A random alphanumeric string of `length` characters (about 5.95 bits each). */
+const ALPHABET_BYTES = Buffer.from(ALPHABET, 'latin1');
+/** Reused for every string: each is copied out by `toString` before the next is drawn. */
+const scratch = Buffer.alloc(64);
+
+/**
+ * A random alphanumeric string of `length` characters (about 5.95 bits each). Written as bytes and read back as one
+ * flat string: appending 22 characters one at a time made a chain of string pieces that V8 then flattened when the
+ * id was written to a socket (request ids: ~3 % of a fast-path `GET /me`, perf).
+ */
 export function randomAlphanumeric(length: number): string {
-  let out = '';
-  while (out.length < length) {
+  const out = length <= scratch.length ? scratch : Buffer.alloc(length);
+  let n = 0;
+  while (n < length) {
     const byte = randomByte();
-    if (byte < UNBIASED_LIMIT) out += ALPHABET[byte % 62];
+    if (byte < UNBIASED_LIMIT) out[n++] = ALPHABET_BYTES[byte % 62]!;
   }
-  return out;
+  return out.toString('latin1', 0, length);
 }
 
 export type IdPrefix =

@@ -62,6 +62,7 @@ export const envSchema = z.object({
   SIGNIN_LIMIT_WINDOW_SECONDS: positiveInt.default(15 * 60),
   SHUTDOWN_TIMEOUT_SECONDS: positiveInt.max(600).default(10),
   MCP_FAST_PATH: onOff.default(true),
+  REST_FAST_PATH: onOff.default(true),
   // Authorization server (docs/contract.md#the-oauth-flow).
   OAUTH_USER_RESOURCES: onOff.default(false),
   REFRESH_REUSE_GRACE_SECONDS: seconds.max(60).default(30),
@@ -124,6 +125,8 @@ export interface Config {
   shutdownTimeoutSeconds: number;
   /** Both MCP servers answer their hottest canonical calls without the SDK (src/mcp/fast-path.ts); off = all via the SDK. */
   mcpFastPath: boolean;
+  /** The REST API answers `GET /me` in its hottest shape beside Fastify (src/api/me-fast-path.ts); off = all via Fastify. */
+  restFastPath: boolean;
   oauth: {
     /** Issue `user:read` tokens for BASE_URL and {MCP_URL}/mcp (docs/contract.md#authentication: not open yet, so off by default). */
     userResources: boolean;
@@ -235,6 +238,7 @@ function fromEnv(e: Env): Config {
     },
     shutdownTimeoutSeconds: e.SHUTDOWN_TIMEOUT_SECONDS,
     mcpFastPath: e.MCP_FAST_PATH,
+    restFastPath: e.REST_FAST_PATH,
     oauth: {
       userResources: e.OAUTH_USER_RESOURCES,
       refreshReuseGraceSeconds: e.REFRESH_REUSE_GRACE_SECONDS,

@@ -38,6 +38,23 @@ export class CachedLookup<T> {
     return this.inFlight.get(id) ?? this.load(id, now);
   }
 
+  /**
+   * The value when the cache holds a fresh one, else undefined; never loads and counts nothing, so that a fast path
+   * can probe and then either count its hit (`countHit`) or leave the whole request to `get`.
+   */
+  peek(id: string): T | undefined {
+    const entry = this.entries.get(id);
+    if (entry === undefined) return undefined;
+    const fresh =
+      this.o.clock.now() - entry.loadedAt < this.o.ttlMs || this.o.isFinal?.(entry.value) === true;
+    return fresh ? entry.value : undefined;
+  }
+
+  /** Counts one lookup answered from the cache, for a hit found with `peek`. */
+  countHit(): void {
+    this.o.counter?.lookup(true);
+  }
+
   private load(id: string, startedAt: number): Promise<T> {
     const settle = (keep: () => void) => {
       // Still the read of record: no `forget` came while it ran.

@@ -31,6 +31,16 @@ export class LivenessCache {
     return this.lookup.get(id);
   }
 
+  /** True when the cache knows `id` is live right now; counts nothing (see CachedLookup.peek). */
+  isKnownLive(id: string): boolean {
+    return this.lookup.peek(id) === true;
+  }
+
+  /** Counts one check answered from the cache, for a hit found with `isKnownLive`. */
+  countHit(): void {
+    this.lookup.countHit();
+  }
+
   /** Drops what is known of `id`, so the next check reads the database (call after revoking it here). */
   forget(id: string): void {
     this.lookup.forget(id);

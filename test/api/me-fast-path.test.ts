@@ -1,0 +1,219 @@
+import type { IncomingMessage } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { meFastPath } from '../../src/api/me-fast-path.js';
+import { signIn, startTestServer, type TestServer, userId } from '../helpers/harness.js';
+import { type RawResponse, rawRequest } from '../helpers/raw-http.js';
+import { OLD_VERSION, testVersions } from '../helpers/test-versions.js';
+import { connect } from '../auth/oauth-helpers.js';
+
+/**
+ * `GET /me` answered beside Fastify (src/api/me-fast-path.ts) must be indistinguishable from the route: the same
+ * status, headers in the same order, body, access log line and metrics; and every request it does not serve from its
+ * caches must reach the route. One server with the fast path, one with REST_FAST_PATH=off, the same requests to both.
+ */
+let fast: TestServer;
+let slow: TestServer;
+const tokens = { fast: '', slow: '' };
+const ids = { fast: '', slow: '' };
+
+beforeAll(async () => {
+  // OAuth user:read tokens for /me too (docs/contract.md#authentication), so that both token kinds are compared.
+  const env = { METRICS_PORT: '0', OAUTH_USER_RESOURCES: 'on', AGENCY_MCP_URL: 'http://127.0.0.1:4102' };
+  [fast, slow] = await Promise.all([
+    startTestServer({ env, versions: testVersions }),
+    startTestServer({ env: { ...env, REST_FAST_PATH: 'off' }, versions: testVersions }),
+  ]);
+  tokens.fast = (await signIn(fast)).token;
+  tokens.slow = (await signIn(slow)).token;
+  ids.fast = await userId(fast);
+  ids.slow = await userId(slow);
+});
+afterAll(() => Promise.all([fast?.close(), slow?.close()]));
+
+type Side = 'fast' | 'slow';
+const server = (side: Side) => (side === 'fast' ? fast : slow);
+
+interface Sent {
+  method?: string;
+  path?: string;
+  headers?: [string, string][];
+  /** Another token than the side's session token. */
+  token?: Record<Side, string>;
+}
+
+function send(side: Side, o: Sent = {}) {
+  return rawRequest(`${server(side).url.api}${o.path ?? '/me'}`, {
+    method: o.method ?? 'GET',
+    headers: [['Authorization', `Bearer ${(o.token ?? tokens)[side]}`], ...(o.headers ?? [])],
+  });
+}
+
+/** The response with what differs by nature between two servers (ids, dates, the request id) made equal. */
+function comparable(side: Side, r: RawResponse) {
+  const requestId = r.header('x-request-id') ?? '';
+  const scrub = (s: string) =>
+    s.replaceAll(ids[side], 'usr_X').replaceAll(requestId, 'req_X').replaceAll(server(side).url.api, 'API');
+  const headers = Object.entries(r.headers)
+    .filter(([name]) => name !== 'date')
+    .map(([name, values]) => [name, values.map(scrub)]);
+  return { status: r.status, headers, body: scrub(r.body) };
+}
+
+/** The access log line of one request, without what varies by nature (times, pid, request id). */
+function accessLine(side: Side, requestId: string) {
+  const line = server(side).logs.lines.find((l) => l['request_id'] === requestId && l['msg'] === 'request');
+  expect(line).toBeDefined();
+  const { time: _t, pid: _p, hostname: _h, ms: _ms, request_id: _id, ...rest } = line!;
+  return rest;
+}
+
+/** The counters of the metrics listener (histograms left out: their buckets depend on timing). */
+async function counters(side: Side): Promise<Map<string, number>> {
+  const text = await (await fetch(server(side).services.metricsUrl!)).text();
+  const lines = text.split('\n').filter((l) => /^svc_(http_requests|cache_lookups)_total\{/.test(l));
+  return new Map(lines.map((l) => [l.slice(0, l.lastIndexOf(' ')), Number(l.slice(l.lastIndexOf(' ') + 1))]));
+}
+const delta = (before: Map<string, number>, after: Map<string, number>) =>
+  Object.fromEntries([...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)]).filter(([, d]) => d !== 0));
+
+async function both(o: Sent = {}) {
+  const before = { fast: await counters('fast'), slow: await counters('slow') };
+  const a = await send('fast', o);
+  const b = await send('slow', o);
+  return {
+    a,
+    b,
+    fastCounted: delta(before.fast, await counters('fast')),
+    slowCounted: delta(before.slow, await counters('slow')),
+  };
+}
+
+describe('GET /me beside Fastify answers exactly what the route answers', () => {
+  it.each([
+    ['no Svc-Version', []],
+    ['a valid Svc-Version (an older shape)', [['Svc-Version', OLD_VERSION]]],
+    ['the latest Svc-Version, odd casing', [['sVC-vERSION', '2026-09-24.albus']]],
+    ['an unknown Svc-Version (the route refuses it)', [['Svc-Version', '2020-01-01.nope']]],
+    [
+      'two Svc-Version headers',
+      [
+        ['Svc-Version', OLD_VERSION],
+        ['Svc-Version', OLD_VERSION],
+      ],
+    ],
+    ['a second Authorization header', [['Authorization', 'Bearer x']]],
+  ] as [string, [string, string][]][])('%s', async (_name, headers) => {
+    await both(); // the caches hold the token, its session and the user from here on
+    const { a, b, fastCounted, slowCounted } = await both({ headers });
+    expect(comparable('fast', a)).toEqual(comparable('slow', b));
+    expect(accessLine('fast', a.header('x-request-id')!)).toEqual(
+      accessLine('slow', b.header('x-request-id')!),
+    );
+    expect(fastCounted).toEqual(slowCounted);
+  });
+
+  it.each([
+    ['HEAD', { method: 'HEAD' }],
+    ['a query string', { path: '/me?x=1' }],
+    ['a trailing slash', { path: '/me/' }],
+  ])('%s', async (_name, o) => {
+    await both();
+    const { a, b } = await both(o);
+    expect(comparable('fast', a)).toEqual(comparable('slow', b));
+  });
+
+  it('an OAuth user:read token', async () => {
+    const scope = 'user:read';
+    const oauth = {
+      fast: (await connect(fast, { resource: fast.url.api, scope })).tokens['access_token']!,
+      slow: (await connect(slow, { resource: slow.url.api, scope })).tokens['access_token']!,
+    };
+    await both({ token: oauth }); // the caches hold the token, its connection, the user and the client's pin
+    const { a, b, fastCounted, slowCounted } = await both({ token: oauth });
+    expect(a.status).toBe(200);
+    expect(comparable('fast', a)).toEqual(comparable('slow', b));
+    expect(fastCounted).toEqual(slowCounted);
+    expect(fastAnswer({ token: oauth.fast })?.status).toBe(200);
+  });
+});
+
+/** What the fast path does with a request, called directly on the server's own context. */
+function fastAnswer(o: { method?: string; url?: string; headers?: [string, string][]; token?: string }) {
+  const rawHeaders = [
+    'Host',
+    'x',
+    ...(o.token === undefined ? [] : ['Authorization', `Bearer ${o.token}`]),
+    ...(o.headers ?? []).flat(),
+  ];
+  const request = {
+    method: o.method ?? 'GET',
+    url: o.url ?? '/me',
+    rawHeaders,
+  } as unknown as IncomingMessage;
+  return meFastPath(fast.services.ctx)(request);
+}
+
+describe('the fast path serves only what it holds in memory, and leaves the rest to the route', () => {
+  it('answers a cached token with a live session and a cached user', async () => {
+    await send('fast');
+    expect(fastAnswer({ token: tokens.fast })).toMatchObject({ status: 200, route: '/me' });
+    const headers = fastAnswer({ token: tokens.fast, headers: [['Svc-Version', OLD_VERSION]] })?.headers;
+    expect(headers?.[headers.indexOf('svc-version') + 1]).toBe(OLD_VERSION);
+  });
+
+  it.each([
+    ['HEAD', { method: 'HEAD' }],
+    ['POST', { method: 'POST' }],
+    ['a query string', { url: '/me?x=1' }],
+    ['another path', { url: '/health' }],
+    ['a body', { headers: [['Content-Length', '0']] as [string, string][] }],
+    ['chunked framing', { headers: [['Transfer-Encoding', 'chunked']] as [string, string][] }],
+    ['a bad Svc-Version', { headers: [['Svc-Version', 'latest']] as [string, string][] }],
+    ['an empty Svc-Version', { headers: [['Svc-Version', '']] as [string, string][] }],
+    ['two Authorization headers', { headers: [['authorization', 'Bearer x']] as [string, string][] }],
+    ['no token', { token: undefined }],
+  ])('%s falls through', async (_name, o) => {
+    await send('fast');
+    expect(fastAnswer({ token: tokens.fast, ...o })).toBeUndefined();
+  });
+
+  it('a token never verified here falls through, and is answered from memory once the route has verified it', async () => {
+    const { token } = await signIn(fast);
+    expect(fastAnswer({ token })).toBeUndefined();
+    const res = await rawRequest(`${fast.url.api}/me`, { headers: [['Authorization', `Bearer ${token}`]] });
+    expect(res.status).toBe(200);
+    expect(fastAnswer({ token })).toMatchObject({ status: 200 });
+  });
+
+  it('a revoked session falls through and the route refuses it', async () => {
+    const { token } = await signIn(fast);
+    await rawRequest(`${fast.url.api}/me`, { headers: [['Authorization', `Bearer ${token}`]] });
+    const del = await fetch(`${fast.url.auth}/api/sessions/current`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(del.status).toBe(204);
+    expect(fastAnswer({ token })).toBeUndefined();
+    const res = await rawRequest(`${fast.url.api}/me`, { headers: [['Authorization', `Bearer ${token}`]] });
+    expect(res.status).toBe(401);
+  });
+
+  it('a liveness or user entry older than LIVENESS_CACHE_SECONDS falls through (the route reads them again)', async () => {
+    await send('fast');
+    fast.clock.advance(fast.config.livenessCacheSeconds * 1000);
+    expect(fastAnswer({ token: tokens.fast })).toBeUndefined();
+    expect((await send('fast')).status).toBe(200);
+    expect(fastAnswer({ token: tokens.fast })).toMatchObject({ status: 200 });
+  });
+
+  it('an expired token falls through and the route refuses it', async () => {
+    const { token } = await signIn(fast);
+    await rawRequest(`${fast.url.api}/me`, { headers: [['Authorization', `Bearer ${token}`]] });
+    expect(fastAnswer({ token })).toMatchObject({ status: 200 });
+    fast.clock.advance(fast.config.sessionTtlSeconds * 1000);
+    expect(fastAnswer({ token })).toBeUndefined();
+    const res = await rawRequest(`${fast.url.api}/me`, { headers: [['Authorization', `Bearer ${token}`]] });
+    expect(res.status).toBe(401);
+    expect(res.header('www-authenticate')).toContain('invalid_token');
+  });
+});
