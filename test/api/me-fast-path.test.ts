@@ -135,6 +135,27 @@ describe('GET /me beside Fastify answers exactly what the route answers', () => 
     expect(fastCounted).toEqual(slowCounted);
     expect(fastAnswer({ token: oauth.fast })?.status).toBe(200);
   });
+
+  it('an agency MCP access token (another audience, no user:read) falls through, and the route refuses it', async () => {
+    const agency = {
+      fast: (await connect(fast, { resource: `${fast.url.agencyMcp}/mcp` })).tokens['access_token']!,
+      slow: (await connect(slow, { resource: `${slow.url.agencyMcp}/mcp` })).tokens['access_token']!,
+    };
+    // Verified for its own audience, as the agency MCP server does: the verified-token caches now hold it.
+    for (const [server, token] of [
+      [fast, agency.fast],
+      [slow, agency.slow],
+    ] as const) {
+      const audience = `${server.url.agencyMcp}/mcp`;
+      await server.services.ctx.verifier.verify(token, audience, ['oauth']);
+      expect(server.services.ctx.verifier.cachedPrincipal(token, audience, ['oauth'])).toBeDefined();
+    }
+    const { a, b, fastCounted, slowCounted } = await both({ token: agency });
+    expect(a.status).toBe(401);
+    expect(comparable('fast', a)).toEqual(comparable('slow', b));
+    expect(fastCounted).toEqual(slowCounted);
+    expect(fastAnswer({ token: agency.fast })).toBeUndefined();
+  });
 });
 
 /** What the fast path does with a request, called directly on the server's own context. */
