@@ -22,6 +22,11 @@ export interface Metrics {
     status: number,
     seconds: number,
   ): void;
+  /**
+   * A request Node's parser refused before it existed (400 bad syntax, 408 too slow, 431 headers too large): it has no
+   * method or route to label it with, nor a start to time it from.
+   */
+  unparsedRequest(surface: string, status: number): void;
   /** The verified-token cache (signature, issuer, type and times checked once per token). */
   readonly tokenCache: CacheCounter;
   readonly sessionLiveness: CacheCounter;
@@ -39,6 +44,7 @@ const NO_COUNT: CacheCounter = { lookup: () => {} };
 /** Counts nothing: what every layer gets when METRICS_PORT is unset. */
 export const NO_METRICS: Metrics = {
   httpRequest: () => {},
+  unparsedRequest: () => {},
   tokenCache: NO_COUNT,
   sessionLiveness: NO_COUNT,
   connectionLiveness: NO_COUNT,

@@ -42,6 +42,7 @@ export class PrometheusMetrics implements Metrics {
   private readonly refreshes: Counter<string>;
   private readonly revoked: Counter<string>;
   private readonly refusals: Counter<string>;
+  private readonly unparsed: Counter<string>;
   private readonly dependencies = new Map<string, DependencyState>();
 
   constructor() {
@@ -98,6 +99,12 @@ export class PrometheusMetrics implements Metrics {
       labelNames: ['limit'],
       registers,
     });
+    this.unparsed = new Counter({
+      name: 'svc_http_unparsed_requests_total',
+      help: 'Requests refused by the HTTP parser before routing (400 bad syntax, 408 too slow, 431 headers too large)',
+      labelNames: ['surface', 'status'],
+      registers,
+    });
     this.dependencyGauge();
     // Every known label value starts at 0, so a rate() or an alert sees the series before its first event.
     for (const outcome of REFRESH_OUTCOMES) this.refreshes.labels(outcome).inc(0);
@@ -128,6 +135,10 @@ export class PrometheusMetrics implements Metrics {
 
   connectionRevoked(reason: string, count = 1): void {
     if (count > 0) this.revoked.labels(reason).inc(count);
+  }
+
+  unparsedRequest(surface: string, status: number): void {
+    this.unparsed.labels(surface, String(status)).inc();
   }
 
   rateLimited(limit: string): void {

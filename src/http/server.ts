@@ -243,6 +243,7 @@ function writeConnectionError(
         ? [408, 'request_timeout', 'Request Timeout', 'The request was not sent in time']
         : [400, 'invalid_request', 'Bad Request', 'The request could not be parsed'];
   log.info({ request_id: requestId, err_code: err.code }, 'connection error');
+  (o.metrics ?? NO_METRICS).unparsedRequest(o.surface, status);
   const error = new ApiError(code, message);
   const body = JSON.stringify(
     o.connectionErrorBody ? o.connectionErrorBody(error, requestId) : error.body(requestId),

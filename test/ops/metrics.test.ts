@@ -3,6 +3,7 @@ import { NO_METRICS } from '../../src/base/metrics.js';
 import { loadConfig } from '../../src/config/config.js';
 import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 import { connect, register, token } from '../auth/oauth-helpers.js';
+import { rawRequest } from '../helpers/raw-http.js';
 
 /**
  * Prometheus metrics on their own listener (METRICS_PORT), driven by real requests: the counters must move with the
@@ -85,6 +86,14 @@ describe(`metrics on METRICS_PORT (${ENGINE})`, () => {
     expect(
       value(after, 'svc_cache_lookups_total', { cache: 'session_liveness', result: 'hit' }),
     ).toBeGreaterThan(0);
+  });
+
+  it('counts requests the HTTP parser refused before routing, by surface and status', async () => {
+    const labels = { surface: 'api', status: '431' };
+    const before = value(await scrape(), 'svc_http_unparsed_requests_total', labels);
+    const res = await rawRequest(`${server.url.api}/me`, { headers: [['X-Padding', 'a'.repeat(64 * 1024)]] });
+    expect(res.status).toBe(431);
+    expect(value(await scrape(), 'svc_http_unparsed_requests_total', labels)).toBe(before + 1);
   });
 
   it('counts sign-in and registration refusals by limit', async () => {
