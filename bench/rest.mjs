@@ -2,13 +2,14 @@
 // the same run. The bare endpoint is measured twice: as it is, and receiving the very request /me receives (with its
 // ~700-byte bearer token), so the ratio compares the work of answering the same bytes.
 // Target: /me ≥ 0.8× bare node:http by CPU per request (bare CPU ÷ /me CPU). /me is also measured with its fast path
-// off (src/api/me-fast-path.ts), on a second service.
+// off (src/api/me-fast-path.ts), on a second service, and with Prometheus metrics on (METRICS_PORT), on a third.
 import { compare, httpSide, note, sessionToken, spawnServer, startSvc, verdict } from './lib.mjs';
 
 const BARE = 'bare node:http JSON';
 const BARE_SAME = 'bare node:http JSON, same request as /me (baseline)';
 const ME = 'GET /me (session token)';
 const ME_SLOW = 'GET /me (session token), REST_FAST_PATH=off';
+const ME_METRICS = 'GET /me (session token), METRICS_PORT set';
 
 export async function run() {
   const svc = await startSvc();
@@ -17,10 +18,13 @@ export async function run() {
   // other the JIT's work at every switch (V8 deoptimised node:http's internals when /health followed the fast /me,
   // and /health measured 27 → 38 µs in the process that had served it).
   const slow = await startSvc({ env: { REST_FAST_PATH: 'off' } });
+  // Metrics cost a counter and a histogram observation per request, and a cache counter per lookup.
+  const counted = await startSvc({ env: { METRICS_PORT: '0' } });
   const bare = await spawnServer(['bench/bare-server.mjs'], { ready: /bare (http:\/\/\S+)/ });
   try {
     const headers = { authorization: `Bearer ${await sessionToken(svc.urls.auth)}` };
     const slowHeaders = { authorization: `Bearer ${await sessionToken(slow.urls.auth)}` };
+    const countedHeaders = { authorization: `Bearer ${await sessionToken(counted.urls.auth)}` };
     const t = await compare(
       'REST API, 50 connections',
       [
@@ -29,6 +33,7 @@ export async function run() {
         httpSide('GET /health', { url: `${slow.urls.api}/health`, pid: slow.pid }),
         httpSide(ME, { url: `${svc.urls.api}/me`, pid: svc.pid, headers }),
         httpSide(ME_SLOW, { url: `${slow.urls.api}/me`, pid: slow.pid, headers: slowHeaders }),
+        httpSide(ME_METRICS, { url: `${counted.urls.api}/me`, pid: counted.pid, headers: countedHeaders }),
       ],
       { baseline: BARE_SAME },
     );
@@ -41,10 +46,13 @@ export async function run() {
     );
     const plain = t[BARE].cpuUs / t[ME].cpuUs;
     note(`/me ÷ bare node:http without the token: ${plain.toFixed(2)}× by CPU per request`);
+    const metrics = t[ME_METRICS].cpuUs - t[ME].cpuUs;
+    note(`Prometheus metrics (METRICS_PORT set) add ${metrics.toFixed(1)} CPU µs to a fast GET /me`);
     return t;
   } finally {
     await bare.stop();
     await slow.stop();
+    await counted.stop();
     await svc.stop();
   }
 }
