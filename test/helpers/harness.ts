@@ -9,6 +9,7 @@ import { type Services, type StartOptions, startServices } from '../../src/app.j
 import { type Config, knownUrl, loadConfig, type Surface } from '../../src/config/config.js';
 import { ManualClock } from '../../src/base/clock.js';
 import { seedDemo } from '../../src/domain/demo-seed.js';
+import { openStore, type Store } from '../../src/store/database.js';
 
 /** Which engine the suite runs on: `TEST_DATABASE=postgres` switches from the embedded database. */
 export const ENGINE = process.env['TEST_DATABASE'] === 'postgres' ? 'postgres' : 'sqlite';
@@ -36,6 +37,21 @@ export async function freshDatabase(
       await c.connect();
       await c.query(`DROP SCHEMA ${schema} CASCADE`);
       await c.end();
+    },
+  };
+}
+
+/** A store of its own on a fresh database (no server), for tests of the store layer; `close` also drops the database. */
+export async function freshStore(
+  engine: 'sqlite' | 'postgres' = ENGINE,
+): Promise<{ store: Store; close(): Promise<void> }> {
+  const database = await freshDatabase(engine);
+  const store = openStore(loadConfig({ NODE_ENV: 'test', ...database.env }));
+  return {
+    store,
+    async close() {
+      await store.close();
+      await database.drop();
     },
   };
 }

@@ -1,23 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/config.js';
-import { openStore, type Store } from '../../src/store/database.js';
+import type { Store } from '../../src/store/database.js';
 import { migrateTo, migrateToLatest } from '../../src/store/migrate.js';
-import { ENGINE, freshDatabase } from '../helpers/harness.js';
+import { ENGINE, freshStore } from '../helpers/harness.js';
 
 /** Migrations over data written by the schema before them. */
 
 let store: Store;
-let drop: () => Promise<void>;
+let close: () => Promise<void>;
 
 beforeAll(async () => {
-  const database = await freshDatabase();
-  drop = database.drop;
-  store = openStore(loadConfig({ NODE_ENV: 'test', ...database.env }));
+  ({ store, close } = await freshStore());
 });
-afterAll(async () => {
-  await store?.close();
-  await drop?.();
-});
+afterAll(() => close?.());
 
 describe(`0004 one connection per app (${ENGINE})`, () => {
   it('folds duplicate active connections of one app into the newest, keeping every token family', async () => {

@@ -1,24 +1,18 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/config.js';
-import { openStore, type Store } from '../../src/store/database.js';
-import { ENGINE, freshDatabase } from '../helpers/harness.js';
+import type { Store } from '../../src/store/database.js';
+import { ENGINE, freshStore } from '../helpers/harness.js';
 
 /** Prepared statements beside Kysely on one database: atomicity, group commit, and no joining of a transaction. */
 
 let store: Store;
-let drop: () => Promise<void>;
+let close: () => Promise<void>;
 
 beforeAll(async () => {
-  const database = await freshDatabase();
-  drop = database.drop;
-  store = openStore(loadConfig({ NODE_ENV: 'test', ...database.env }));
+  ({ store, close } = await freshStore());
   await sql`CREATE TABLE notes_t (id text PRIMARY KEY, n integer NOT NULL)`.execute(store.db);
 });
-afterAll(async () => {
-  await store?.close();
-  await drop?.();
-});
+afterAll(() => close?.());
 
 const INSERT = 'INSERT INTO notes_t (id, n) VALUES ($1, $2)';
 const ids = async () =>
@@ -56,17 +50,12 @@ describe(`prepared statements (${ENGINE})`, () => {
 /** Group commit is the embedded database's: tested on a SQLite store whatever engine the rest of the suite uses. */
 describe('group commit (sqlite, on every run)', () => {
   let sqlite: Store;
-  let dropSqlite: () => Promise<void>;
+  let closeSqlite: () => Promise<void>;
   beforeAll(async () => {
-    const database = await freshDatabase('sqlite');
-    dropSqlite = database.drop;
-    sqlite = openStore(loadConfig({ NODE_ENV: 'test', ...database.env }));
+    ({ store: sqlite, close: closeSqlite } = await freshStore('sqlite'));
     await sql`CREATE TABLE notes_t (id text PRIMARY KEY, n integer NOT NULL)`.execute(sqlite.db);
   });
-  afterAll(async () => {
-    await sqlite?.close();
-    await dropSqlite?.();
-  });
+  afterAll(() => closeSqlite?.());
 
   it('units asked for together commit together; one that throws undoes only its own writes', async () => {
     const s = sqlite.sql;
