@@ -22,6 +22,8 @@ interface Detail {
   removed?: string[];
   agent_write_enabled?: boolean;
   scopes?: string[];
+  /** A consent given while the app was connected already (a re-authorization). */
+  update?: boolean;
 }
 
 const someone = 'someone';
@@ -56,8 +58,12 @@ export function auditSentence(e: AuditEntry, names: AuditNames): string {
   const whoseApp =
     e.actor_username && e.actor_username === e.member_username ? app : `${possessive(member)} ${app}`;
   switch (e.type) {
-    case 'connection.created':
-      return `${member} connected ${app}${d.scopes?.includes('agency:mcp:write') ? ' to read and make changes' : ' to read'}`;
+    case 'connection.created': {
+      const what = d.scopes?.includes('agency:mcp:write') ? 'to read and make changes' : 'to read';
+      return d.update
+        ? `${member} updated ${possessive(app)} access ${what}`
+        : `${member} connected ${app} ${what}`;
+    }
     case 'connection.revoked': {
       const ending = ENDINGS[d.reason ?? ''] ?? (() => 'was disconnected');
       return `${whoseApp} ${ending(actor, member)}`;

@@ -3,7 +3,7 @@ import type { Clock } from '../base/clock.js';
 import { hashSecret, randomSecret } from '../base/secrets.js';
 import type { Database } from '../store/schema.js';
 import { audit } from './audit.js';
-import { createPendingConnection, type NewConnection } from './connections.js';
+import { createPendingConnection, findActiveConnectionOfApp, type NewConnection } from './connections.js';
 
 /** docs/contract.md#limits: authorization codes live 60 seconds and are single use. */
 export const CODE_TTL_MS = 60_000;
@@ -27,6 +27,13 @@ export async function issueAuthorizationCode(
   const code = randomSecret();
   const now = clock.now();
   await db.transaction().execute(async (trx) => {
+    // A re-authorization (a step-up, a reconnect) of an app that is connected already: the history says "updated".
+    const connected = await findActiveConnectionOfApp(trx, {
+      user_id: grant.userId,
+      agency_id: grant.agencyId,
+      client_id: grant.clientId,
+      resource: grant.resource,
+    });
     const connection = await createPendingConnection(trx, clock, {
       ...grant,
       pendingUntil: now + CODE_TTL_MS,
@@ -53,7 +60,12 @@ export async function issueAuthorizationCode(
       memberId: connection.member_id,
       connectionId: connection.id,
       actorUserId: grant.userId,
-      detail: { client_id: grant.clientId, scopes: grant.scopes, ceiling: grant.ceiling },
+      detail: {
+        client_id: grant.clientId,
+        scopes: grant.scopes,
+        ceiling: grant.ceiling,
+        ...(connected ? { update: true } : {}),
+      },
     });
   });
   return code;

@@ -248,6 +248,20 @@ describe(`dashboard (${ENGINE})`, () => {
     expect(await view('grace', 'settings')).toContain('Connected apps may make changes in Northwind Studio');
   });
 
+  it('a re-authorization of a connected app reads as an update in the history', async () => {
+    const count = (page: string, sentence: string) => page.split(sentence).length - 1;
+    const connected = 'ada connected Planner Bot to read';
+    const updated = 'ada updated Planner Bot&#39;s access to read and make changes';
+    const before = await view('ada', 'history');
+    const first = await connectAs('ada', 'agency:mcp:read offline_access');
+    const second = await connectAs('ada');
+    const cid = (await connectionStatus(server, first.tokens['access_token']!)).id;
+    expect((await connectionStatus(server, second.tokens['access_token']!)).id).toBe(cid);
+    const after = await view('ada', 'history');
+    expect(count(after, connected)).toBe(count(before, connected) + 1);
+    expect(count(after, updated)).toBe(count(before, updated) + 1);
+  });
+
   it('a manager may not change settings', async () => {
     const res = await browsers['grace']!.post(`/dashboard/agencies/${northwind}/settings`, {
       csrf: browsers['grace']!.csrf,

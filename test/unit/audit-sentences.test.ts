@@ -71,6 +71,13 @@ describe('audit sentences', () => {
       'grace connected MCP Inspector to read and make changes',
     ],
     [
+      entry('connection.created', {
+        detail: { client_id: 'dcr_1', scopes: ['agency:mcp:read'], update: true },
+        actor_username: 'grace',
+      }),
+      "grace updated MCP Inspector's access to read",
+    ],
+    [
       entry('connection.narrowed', {
         client_id: 'dcr_1',
         detail: { removed: ['clients:write', 'notes:write'], role: 'viewer' },
