@@ -1,7 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { AuditEventsTable, Database } from '../store/schema.js';
 import type { Clock } from '../base/clock.js';
-import { newId } from '../base/ids.js';
+import { newOrderedId } from '../base/ids.js';
 
 export const AUDIT_TYPES = [
   'connection.created',
@@ -26,23 +26,27 @@ export interface AuditInput {
 
 export type AuditRow = AuditEventsTable;
 
-/** Appends an audit event (within the caller's transaction when one is given). */
+/**
+ * Appends an audit event (within the caller's transaction when one is given). Its id sorts in the order of writing,
+ * so events written in the same millisecond (a removal and the connections it ends) are listed in that order.
+ */
 export async function audit(
   db: Kysely<Database> | Transaction<Database>,
   clock: Clock,
   e: AuditInput,
 ): Promise<void> {
+  const now = clock.now();
   await db
     .insertInto('audit_events')
     .values({
-      id: newId('evt'),
+      id: newOrderedId('evt', now),
       type: e.type,
       agency_id: e.agencyId ?? null,
       actor_user_id: e.actorUserId ?? null,
       member_id: e.memberId ?? null,
       connection_id: e.connectionId ?? null,
       detail: JSON.stringify(e.detail ?? {}),
-      created_at: clock.now(),
+      created_at: now,
     })
     .execute();
 }

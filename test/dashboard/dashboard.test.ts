@@ -192,10 +192,14 @@ describe(`dashboard (${ENGINE})`, () => {
     expect(res.status).toBe(303);
     await expectEnded(tokens, 'member_removed');
     const history = await view('ada', 'history');
-    expect(history).toContain('ada removed linus (viewer) from the agency');
-    expect(history).toContain(
+    const removed = history.indexOf('ada removed linus (viewer) from the agency');
+    const disconnected = history.indexOf(
       'linus&#39;s Planner Bot was disconnected because linus was removed from the agency',
     );
+    expect(removed).toBeGreaterThan(-1);
+    // Written in one millisecond, listed newest first in the order they were written: the consequence above its cause.
+    expect(disconnected).toBeGreaterThan(-1);
+    expect(disconnected).toBeLessThan(removed);
     expect(await view('ada', 'members')).not.toMatch(/Role of linus/);
     // linus is no longer a member: no agency to connect.
     const back = await authorize(
