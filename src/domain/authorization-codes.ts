@@ -2,8 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../base/clock.js';
 import { hashSecret, randomSecret } from '../base/secrets.js';
 import type { Database } from '../store/schema.js';
-import { audit } from './audit.js';
-import { createPendingConnection, findActiveConnectionOfApp, type NewConnection } from './connections.js';
+import { createPendingConnection, type NewConnection } from './connections.js';
 
 /** docs/contract.md#limits: authorization codes live 60 seconds and are single use. */
 export const CODE_TTL_MS = 60_000;
@@ -16,8 +15,9 @@ export interface ConsentedGrant extends Omit<NewConnection, 'pendingUntil'> {
 
 /**
  * Records a consent and issues the authorization code that carries it: a pending connection (it becomes the app's
- * connection when the code is exchanged, and dies with the code otherwise), the code's hash (never the code), and the
- * audit event, in one transaction. Returns the code.
+ * connection when the code is exchanged, and dies with the code otherwise) and the code's hash (never the code), in one
+ * transaction. The history records the connection when the code is exchanged (`activateGrant`), not here: a consent
+ * whose code is never exchanged connects nothing. Returns the code.
  */
 export async function issueAuthorizationCode(
   db: Kysely<Database>,
@@ -27,13 +27,6 @@ export async function issueAuthorizationCode(
   const code = randomSecret();
   const now = clock.now();
   await db.transaction().execute(async (trx) => {
-    // A re-authorization (a step-up, a reconnect) of an app that is connected already: the history says "updated".
-    const connected = await findActiveConnectionOfApp(trx, {
-      user_id: grant.userId,
-      agency_id: grant.agencyId,
-      client_id: grant.clientId,
-      resource: grant.resource,
-    });
     const connection = await createPendingConnection(trx, clock, {
       ...grant,
       pendingUntil: now + CODE_TTL_MS,
@@ -54,19 +47,6 @@ export async function issueAuthorizationCode(
         consumed_at: null,
       })
       .execute();
-    await audit(trx, clock, {
-      type: 'connection.created',
-      agencyId: connection.agency_id,
-      memberId: connection.member_id,
-      connectionId: connection.id,
-      actorUserId: grant.userId,
-      detail: {
-        client_id: grant.clientId,
-        scopes: grant.scopes,
-        ceiling: grant.ceiling,
-        ...(connected ? { update: true } : {}),
-      },
-    });
   });
   return code;
 }

@@ -71,7 +71,8 @@ export async function createPendingConnection(
  * resource; docs/contract.md#connections): when the app is already connected, that connection takes the newest consent
  * (scopes and ceiling) and the pending row is folded into it, so re-authorizing (a step-up, a reconnect, a second
  * device) never leaves an earlier grant orphaned, and each device's refresh tokens are one token family under it.
- * Returns the id of the connection the tokens belong to, or undefined when the pending row was revoked meanwhile.
+ * The history records either ("connected", or "updated … access"). Returns the id of the connection the tokens belong
+ * to, or undefined when the pending row was revoked meanwhile.
  */
 export async function activateGrant(db: Db, clock: Clock, pendingId: string): Promise<string | undefined> {
   const now = clock.now();
@@ -90,7 +91,9 @@ export async function activateGrant(db: Db, clock: Clock, pendingId: string): Pr
       .where('id', '=', pendingId)
       .where('status', '=', 'pending')
       .executeTakeFirst();
-    return r.numUpdatedRows === 1n ? pendingId : undefined;
+    if (r.numUpdatedRows !== 1n) return undefined;
+    await auditConsent(db, clock, pending, pendingId, false);
+    return pendingId;
   }
   await db
     .updateTable('connections')
@@ -113,7 +116,25 @@ export async function activateGrant(db: Db, clock: Clock, pendingId: string): Pr
     .where('connection_id', '=', pendingId)
     .execute();
   await db.deleteFrom('connections').where('id', '=', pendingId).execute();
+  await auditConsent(db, clock, pending, existing.id, true);
   return existing.id;
+}
+
+/** The history's record of a consent taking effect: a new connection, or (`update`) a re-authorization folded in. */
+function auditConsent(db: Db, clock: Clock, consent: ConnectionRow, connectionId: string, update: boolean) {
+  return audit(db, clock, {
+    type: 'connection.created',
+    agencyId: consent.agency_id,
+    memberId: consent.member_id,
+    connectionId,
+    actorUserId: consent.user_id,
+    detail: {
+      client_id: consent.client_id,
+      scopes: parseList(consent.scopes),
+      ceiling: parseList(consent.ceiling),
+      ...(update ? { update: true } : {}),
+    },
+  });
 }
 
 /** The active connection of the same app for the same member (or user, for user-level resources), if any. */

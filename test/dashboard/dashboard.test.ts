@@ -266,6 +266,20 @@ describe(`dashboard (${ENGINE})`, () => {
     expect(count(after, updated)).toBe(count(before, updated) + 1);
   });
 
+  it('a consent whose code is never exchanged connects nothing, and the history does not say it did', async () => {
+    const count = (page: string) =>
+      page.split('ada connected Planner Bot').length + page.split('ada updated Planner Bot').length;
+    const before = count(await view('ada', 'history'));
+    const back = await authorize(
+      server,
+      browsers['ada']!,
+      { clientId, redirectUri: REDIRECT, scope: 'agency:mcp:read' },
+      pkce().challenge,
+    );
+    expect(back.searchParams.get('code')).toBeTruthy();
+    expect(count(await view('ada', 'history'))).toBe(before);
+  });
+
   it('a manager may not change settings', async () => {
     const res = await browsers['grace']!.post(`/dashboard/agencies/${northwind}/settings`, {
       csrf: browsers['grace']!.csrf,
