@@ -110,11 +110,6 @@ export async function activateGrant(db: Db, clock: Clock, pendingId: string): Pr
     .set({ connection_id: existing.id })
     .where('connection_id', '=', pendingId)
     .execute();
-  await db
-    .updateTable('audit_events')
-    .set({ connection_id: existing.id })
-    .where('connection_id', '=', pendingId)
-    .execute();
   await db.deleteFrom('connections').where('id', '=', pendingId).execute();
   await auditConsent(db, clock, pending, existing.id, true);
   return existing.id;
