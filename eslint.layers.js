@@ -2,28 +2,22 @@
 // folders of a LOWER rank, never one of the same or a higher rank: that keeps the folder graph free of cycles.
 // `src/app.ts` (the composition root) and `src/cli/` may import anything. Type-only imports count too.
 export const LAYERS = [
-  ['base'], // pure primitives: clock, ids, LRU
+  ['base'], // pure primitives: clock, ids, LRU, secrets, the metrics interfaces
   ['config'], // the validated, frozen configuration and the public URLs derived from it
   ['store'], // database, migrations, cached lookups
   ['domain'], // members, agencies, connections, sessions, scopes: rules over the store
   ['tokens'], // JWT signing and verification, liveness
-  ['http'], // Fastify server kit: errors, bearer, rate limits, public documents
+  ['http'], // Fastify server kit: errors, bearer, rate limits, public documents, fast paths, Prometheus metrics
   ['versions'], // API version registry and resolution
   ['web', 'mcp-kit'], // page/form kit for the browser pages; MCP HTTP kit for both MCP servers
   ['context.js'], // AppContext: the bundle the composition root hands every surface
   ['auth'], // OAuth authorization server endpoints and the session API
-  ['dashboard'], // member pages (sign-in, dashboard)
+  ['dashboard'], // member pages: sign-in, Connected apps, Members, Settings, History
   ['dashboard-api'], // first-party dashboard API
   ['api', 'mcp'], // REST API; user MCP server
   ['agency-mcp'], // agency MCP server (reaches agency data through the dashboard API)
   ['companions'], // public documents describing every surface
 ];
-
-/**
- * Imports still allowed across the layers while another change moves the code they need: each entry is a file and
- * the folder it may still reach upward. Keep this list short and empty it.
- */
-const PENDING = {};
 
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 const folderRegex = (names) => `^(\\.\\./)+(${names.map(escape).join('|')})(/|$)`;
@@ -55,14 +49,5 @@ export function layerRules() {
       blocks.push({ files, rules: { 'no-restricted-imports': restriction(forbidden, rank) } });
     }
   });
-  for (const [file, allowed] of Object.entries(PENDING)) {
-    const folder = file.split('/')[1];
-    const rank = LAYERS.findIndex((names) => names.includes(folder));
-    const forbidden = LAYERS.slice(rank + 1)
-      .flat()
-      .concat(LAYERS[rank].filter((n) => n !== folder))
-      .filter((n) => !allowed.includes(n));
-    blocks.push({ files: [file], rules: { 'no-restricted-imports': restriction(forbidden, rank) } });
-  }
   return blocks;
 }
