@@ -3,7 +3,7 @@ import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
 import { listMemberships } from '../domain/agencies.js';
 import { issueAuthorizationCode } from '../domain/authorization-codes.js';
-import { pruneExpiredGrants } from '../domain/connections.js';
+import { pruneExpiredGrantsHourly } from '../domain/connections.js';
 import { findUserById } from '../domain/users.js';
 import { PageError } from '../web/html.js';
 import { contentSecurityPolicy, sendPage } from '../web/page-scope.js';
@@ -15,7 +15,7 @@ import {
 } from './authorization-request.js';
 import type { ResolvedClient } from './clients/client.js';
 import { type ClientRegistry, UnknownClientError } from './clients/registry.js';
-import { consentModel, decideConsent } from './consent.js';
+import { consentAnswer, consentModel, decideConsent } from './consent.js';
 import { agencyChoiceView, consentFormActions, consentTitle, consentView } from './consent-page.js';
 import { resolveResource } from './resource-indicator.js';
 
@@ -70,10 +70,10 @@ export async function authorizeRoutes(
       const req = await flow.validate(form.get('request') ?? '', request.ip);
       const userId = await flow.signedIn(request);
       if (!userId) return signInFirst(reply, 303, req);
-      const agencyId = req.resource.kind === 'agency' ? (form.get('agency_id') ?? undefined) : undefined;
-      const model = await consentModel(ctx.db, req, userId, agencyId);
+      if (consentAnswer(form) === 'deny')
+        throw new RedirectError(req, 'access_denied', 'The user denied the request');
+      const model = await consentModel(ctx.db, req, userId, form.get('agency_id') ?? undefined);
       const decision = decideConsent(form, req, model);
-      if (!decision.allow) throw new RedirectError(req, 'access_denied', 'The user denied the request');
       const code = await issueAuthorizationCode(ctx.db, ctx.clock, {
         userId,
         agencyId: model.agency?.id ?? null,
@@ -86,8 +86,8 @@ export async function authorizeRoutes(
         codeChallenge: req.codeChallenge,
       });
       request.log.info({ client_id: req.client.clientId, user_id: userId }, 'authorization granted');
-      // Housekeeping on the (rare) consent path rather than a timer: expired codes and abandoned pending grants.
-      await pruneExpiredGrants(ctx.db, ctx.clock);
+      // Housekeeping on the consent path rather than a timer: expired codes and abandoned pending grants.
+      await pruneExpiredGrantsHourly(ctx.db, ctx.clock);
       // RFC 6749 §4.1.2 and RFC 9207 §2: code, state and iss.
       return redirect(reply, 303, flow.answer(req, { code, state: req.state }));
     });
@@ -136,7 +136,7 @@ class AuthorizationFlow {
     userId: string,
     agencyId: string | undefined,
   ): Promise<FastifyReply> {
-    const model = await consentModel(this.ctx.db, req, userId, agencyId);
+    const model = await consentModel(this.ctx.db, req, userId, agencyId, { now: this.ctx.clock.now() });
     const nav = await this.nav(request, reply, userId);
     reply.header('content-security-policy', contentSecurityPolicy(consentFormActions(req)));
     return sendPage(reply, 200, consentTitle(req, model), consentView(req, model, nav.csrf), nav);

@@ -27,12 +27,15 @@ export interface ConsentModel {
   memberId: string | undefined;
   /** The member's permissions the application may be allowed to use. */
   offered: Permission[];
-  writeRequested: boolean;
+  /** Whether a write permission is among them (asked for, the role can write, the agency allows it). */
   writeOffered: boolean;
   /** Why write access is not offered although it was asked for. */
   writeRefusal: string | undefined;
-  /** The app's connection in this agency when it is already connected: this consent will replace it. */
-  existing: ExistingConnection | undefined;
+  /**
+   * The app's live connection in this agency when it is already connected (this consent will replace it); loaded for
+   * the page only (`withExisting`).
+   */
+  existing?: ExistingConnection | undefined;
 }
 
 /** What an app already connected may do, so a re-authorization (a step-up, a reconnect) can say what changes. */
@@ -42,23 +45,27 @@ export interface ExistingConnection {
   permissions: Permission[];
 }
 
-/** The consent on offer for this request to this user in the chosen agency (none for the user resources). */
+/**
+ * The consent on offer for this request to this user in the chosen agency (none for the user resources). With
+ * `withExisting` (the page, at time `now`), also what the app's live connection may do today.
+ */
 export async function consentModel(
   db: Kysely<Database>,
   req: AuthorizationRequest,
   userId: string,
   agencyId: string | undefined,
+  withExisting?: { now: number },
 ): Promise<ConsentModel> {
   const writeRequested = req.scopes.includes(SCOPES.agencyWrite);
   if (req.resource.kind === 'user') {
-    const none = {
+    return {
       role: undefined,
       agency: undefined,
       memberId: undefined,
       offered: [],
-      existing: undefined,
+      writeOffered: false,
+      writeRefusal: undefined,
     };
-    return { ...none, writeRequested, writeOffered: false, writeRefusal: undefined };
   }
   const member = agencyId ? await activeMembership(db, userId, agencyId) : undefined;
   const agency = member ? await findAgency(db, member.agency_id) : undefined;
@@ -67,16 +74,16 @@ export async function consentModel(
   }
   const agencyAllowsWrite = agency.agent_write_enabled === 1;
   const offered = offerablePermissions({ role: member.role, wantsWrite: writeRequested, agencyAllowsWrite });
-  const writeOffered = writeRequested && agencyAllowsWrite && roleHasWrite(member.role);
   return {
     role: member.role,
     agency: { id: agency.id, name: agency.name },
     memberId: member.id,
     offered,
-    writeRequested,
-    writeOffered,
+    writeOffered: offered.some(isWritePermission),
     writeRefusal: writeRefusalOf(writeRequested, member.role, agencyAllowsWrite, agency.name),
-    existing: await existingConnection(db, req, userId, member.role, agency),
+    ...(withExisting && {
+      existing: await existingConnection(db, req, userId, member.role, agency, withExisting.now),
+    }),
   };
 }
 
@@ -86,6 +93,7 @@ async function existingConnection(
   userId: string,
   role: Role,
   agency: { id: string; agent_write_enabled: number },
+  now: number,
 ): Promise<ExistingConnection | undefined> {
   const row = await findActiveConnectionOfApp(db, {
     user_id: userId,
@@ -93,7 +101,8 @@ async function existingConnection(
     client_id: req.client.clientId,
     resource: req.resource.uri,
   });
-  if (!row) return undefined;
+  // An expired connection is no longer the app's: its tokens are refused (isConnectionLive), so this is a new one.
+  if (!row || row.expires_at <= now) return undefined;
   const permissions = effectivePermissions({
     ceiling: parseList(row.ceiling),
     role,
@@ -111,23 +120,24 @@ function writeRefusalOf(requested: boolean, role: Role, agencyAllowsWrite: boole
   return undefined;
 }
 
-/** The member's answer, read from the consent form. */
-export type ConsentDecision = { allow: false } | { allow: true; scopes: string[]; ceiling: Permission[] };
+/** Allow or Deny, read before anything else: a Deny needs no model of what would have been granted. */
+export function consentAnswer(form: URLSearchParams): 'allow' | 'deny' {
+  const decision = form.getAll('decision');
+  if (decision.length !== 1 || (decision[0] !== 'allow' && decision[0] !== 'deny')) {
+    throw new PageError(400, 'Bad request', 'Choose Allow or Deny.');
+  }
+  return decision[0];
+}
 
 /**
- * Reads the consent form against what was offered: a permission not offered is refused, and allowing nothing is not
- * an answer. RFC 6749 §3.3: the granted scope may be narrower than requested — write only when it can be used.
+ * Reads an allowing consent form against what was offered: a permission not offered is refused, and allowing nothing
+ * is not an answer. RFC 6749 §3.3: the granted scope may be narrower than requested — write only when it can be used.
  */
 export function decideConsent(
   form: URLSearchParams,
   req: AuthorizationRequest,
   model: ConsentModel,
-): ConsentDecision {
-  const decision = form.getAll('decision');
-  if (decision.length !== 1 || (decision[0] !== 'allow' && decision[0] !== 'deny')) {
-    throw new PageError(400, 'Bad request', 'Choose Allow or Deny.');
-  }
-  if (decision[0] === 'deny') return { allow: false };
+): { scopes: string[]; ceiling: Permission[] } {
   const ticked = form.getAll('ceiling');
   for (const t of ticked) {
     if (!isPermission(t) || !model.offered.includes(t)) {
@@ -138,11 +148,12 @@ export function decideConsent(
   if (req.resource.kind === 'agency' && ceiling.length === 0) {
     throw new PageError(400, 'Nothing to allow', 'Tick at least one permission, or choose Deny.');
   }
-  const grantsWrite = model.writeOffered && ceiling.some(isWritePermission);
+  // The ceiling is a subset of what was offered, so a write permission in it was offered.
+  const grantsWrite = ceiling.some(isWritePermission);
   const scopes = req.scopes.filter((s) => s !== SCOPES.agencyWrite || grantsWrite);
   // Hosts that never ask for offline_access lose the connection when the 1-hour access token expires. RFC 6749 §3.3
   // lets the granted scope differ from the requested one (the token response then names it), and RFC 6749 §5.1 leaves
   // issuing a refresh token to the server: the member may grant "stay connected" on consent.
   if (!scopes.includes(SCOPES.offline) && form.get('stay_connected') === 'on') scopes.push(SCOPES.offline);
-  return { allow: true, scopes, ceiling };
+  return { scopes, ceiling };
 }

@@ -43,9 +43,6 @@ const ENDINGS: Record<string, (actor: string, member: string) => string> = {
   disconnected: (actor) => `was disconnected by ${actor}`,
   revoked_by_client: () => 'was ended by the application itself (it revoked its token)',
   member_removed: (_actor, member) => `was disconnected because ${member} was removed from the agency`,
-  code_replay: () => 'was ended because an authorization code was used twice',
-  refresh_reuse: () => 'was ended because a refresh token was used again',
-  merged: () => 'was folded into the newer connection of the same application',
 };
 
 export function auditSentence(e: AuditEntry, names: AuditNames): string {

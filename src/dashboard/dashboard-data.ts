@@ -2,11 +2,7 @@ import type { ClientDescription, ClientRegistry } from '../auth/clients/registry
 import type { AppContext } from '../context.js';
 import { listAgencyMembers, listMemberships, type MembershipView } from '../domain/agencies.js';
 import { type AuditEntry, listAuditHistory } from '../domain/audit.js';
-import {
-  type ConnectionRow,
-  listMemberConnections,
-  listUserLevelConnections,
-} from '../domain/connections.js';
+import { type ConnectionRow, listLiveConnections } from '../domain/connections.js';
 import { effectivePermissions, parseList, type Permission, roleAllows } from '../domain/permissions.js';
 import { PageError } from '../web/html.js';
 
@@ -40,8 +36,9 @@ export async function loadConnectedApps(
   userId: string,
 ): Promise<ConnectedAppsPage> {
   const memberships = await listMemberships(ctx.db, userId);
-  const byAgency = await Promise.all(memberships.map((m) => listMemberConnections(ctx.db, m.member.id)));
-  const account = await listUserLevelConnections(ctx.db, userId);
+  const live = await listLiveConnections(ctx.db, userId, ctx.clock.now());
+  const byAgency = memberships.map((m) => live.filter((c) => c.member_id === m.member.id));
+  const account = live.filter((c) => c.agency_id === null);
   const clients = await registry.describeAll([...byAgency.flat(), ...account].map((c) => c.client_id));
   const app = (connection: ConnectionRow, permissions: Permission[]): ConnectedApp => ({
     connection,
@@ -140,6 +137,8 @@ export async function loadHistory(
     if (id) clientIds.add(id);
   }
   const clients = await registry.describeAll(clientIds);
-  const appNames = new Map([...clients].map(([id, client]) => [id, client.name]));
+  // A registration no longer stored has no name to show: the sentence says "an application", never its id.
+  const known = [...clients].filter(([, client]) => client.kind !== undefined);
+  const appNames = new Map(known.map(([id, client]) => [id, client.name]));
   return { ...page, events, wholeAgency, appNames };
 }

@@ -161,8 +161,8 @@ export interface MembershipDeps {
 
 /**
  * Changes a member's role; every connection of that member is narrowed to ceiling ∩ new role in the same
- * transaction (docs/contract.md#revocation), and their cached liveness is dropped so this instance applies the
- * narrowing at once. Returns the connection ids narrowed.
+ * transaction (docs/contract.md#revocation). Nothing cached needs dropping: liveness does not change, and every agency
+ * call reads the grant (ceiling and role) from the database. Returns the connection ids narrowed.
  */
 export async function changeRole(
   deps: MembershipDeps,
@@ -171,7 +171,7 @@ export async function changeRole(
   role: Role,
 ): Promise<string[]> {
   const { db, clock } = deps;
-  const narrowed = await db.transaction().execute(async (trx) => {
+  return db.transaction().execute(async (trx) => {
     const target = assertCanManage(
       actor,
       await trx.selectFrom('members').selectAll().where('id', '=', targetId).executeTakeFirst(),
@@ -193,8 +193,6 @@ export async function changeRole(
     });
     return narrowMemberConnections(trx, clock, target.id, role, actor.user_id);
   });
-  for (const id of narrowed) deps.connectionLiveness.forget(id);
-  return narrowed;
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { PreparedSql } from '../store/prepared.js';
 import type { ConnectionsTable, Database, MembersTable } from '../store/schema.js';
-import { audit } from './audit.js';
+import { audit, type AuditType } from './audit.js';
 import type { Clock } from '../base/clock.js';
 import { newId } from '../base/ids.js';
 import type { Metrics } from '../base/metrics.js';
@@ -154,7 +154,16 @@ export function isUniqueViolation(e: unknown): boolean {
   return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE';
 }
 
-/** Ends a connection (idempotent); writes the audit event only for the update that ended it. */
+const ENDING_EVENT: Partial<Record<RevokeReason, AuditType>> = {
+  refresh_reuse: 'connection.refresh_reuse_detected',
+  code_replay: 'connection.code_replay_detected',
+};
+
+/**
+ * Ends a connection (idempotent, compare-and-set on its status). Returns true, and writes the audit event, only when
+ * this call ended an active connection: a pending one (a consent whose code is still unexchanged) is ended silently,
+ * since it never was a connection the member could see.
+ */
 export async function revokeConnection(
   db: Db,
   clock: Clock,
@@ -162,32 +171,24 @@ export async function revokeConnection(
   reason: RevokeReason,
   actorUserId: string | null = null,
 ): Promise<boolean> {
-  const now = clock.now();
+  const row = await db.selectFrom('connections').selectAll().where('id', '=', id).executeTakeFirst();
+  if (!row || row.status === 'revoked') return false;
   const r = await db
     .updateTable('connections')
-    .set({ status: 'revoked', revoked_at: now, revoke_reason: reason })
+    .set({ status: 'revoked', revoked_at: clock.now(), revoke_reason: reason })
     .where('id', '=', id)
-    .where('status', '!=', 'revoked')
+    .where('status', '=', row.status)
     .executeTakeFirst();
-  if (r.numUpdatedRows !== 1n) return false;
-  const row = await db.selectFrom('connections').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+  if (r.numUpdatedRows !== 1n || row.status !== 'active') return false;
+  // One event per ending; the two attacks have their own type, so the history names them (RFC 9700 §4.14, §4.5).
   await audit(db, clock, {
-    type: reason === 'refresh_reuse' ? 'connection.refresh_reuse_detected' : 'connection.revoked',
+    type: ENDING_EVENT[reason] ?? 'connection.revoked',
     agencyId: row.agency_id,
     memberId: row.member_id,
     connectionId: id,
     actorUserId,
     detail: { reason, client_id: row.client_id },
   });
-  if (reason === 'code_replay') {
-    await audit(db, clock, {
-      type: 'connection.code_replay_detected',
-      agencyId: row.agency_id,
-      memberId: row.member_id,
-      connectionId: id,
-      detail: { client_id: row.client_id },
-    });
-  }
   return true;
 }
 
@@ -229,25 +230,21 @@ export function findConnection(db: Db, id: string): Promise<ConnectionRow | unde
   return db.selectFrom('connections').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/** The live (pending excluded) connections of a member, newest first. */
-export function listMemberConnections(db: Kysely<Database>, memberId: string): Promise<ConnectionRow[]> {
-  return db
-    .selectFrom('connections')
-    .selectAll()
-    .where('member_id', '=', memberId)
-    .where('status', '=', 'active')
-    .orderBy('created_at', 'desc')
-    .execute();
-}
-
-/** The live user-level connections of a user (resources of the user, not of an agency), newest first. */
-export function listUserLevelConnections(db: Kysely<Database>, userId: string): Promise<ConnectionRow[]> {
+/**
+ * Every live connection of a user, in every agency (by member) and on the account (`agency_id` null), newest first:
+ * active and unexpired, as `isConnectionLive` decides, so no page shows a connection whose tokens are refused.
+ */
+export function listLiveConnections(
+  db: Kysely<Database>,
+  userId: string,
+  now: number,
+): Promise<ConnectionRow[]> {
   return db
     .selectFrom('connections')
     .selectAll()
     .where('user_id', '=', userId)
-    .where('agency_id', 'is', null)
     .where('status', '=', 'active')
+    .where('expires_at', '>', now)
     .orderBy('created_at', 'desc')
     .execute();
 }
@@ -278,7 +275,7 @@ export async function narrowMemberConnections(
       .where('id', '=', row.id)
       .where('ceiling', '=', row.ceiling)
       .executeTakeFirst();
-    if (r.numUpdatedRows !== 1n) continue;
+    if (r.numUpdatedRows !== 1n || row.status !== 'active') continue;
     narrowed.push(row.id);
     await audit(db, clock, {
       type: 'connection.narrowed',

@@ -387,7 +387,16 @@ describe(`token endpoint (${ENGINE})`, () => {
     expect(first.res.status).toBe(200);
     const second = await exchange(c);
     expect(second.body['error']).toBe('invalid_grant');
-    expect((await connectionStatus(server, first.body['access_token']!)).revoke_reason).toBe('code_replay');
+    const ended = await connectionStatus(server, first.body['access_token']!);
+    expect(ended.revoke_reason).toBe('code_replay');
+    // One event for the one ending, of the attack's own type (the history says it once).
+    const events = await server.services.ctx.db
+      .selectFrom('audit_events')
+      .select('type')
+      .where('connection_id', '=', ended.id)
+      .where('type', '!=', 'connection.created')
+      .execute();
+    expect(events.map((e) => e.type)).toEqual(['connection.code_replay_detected']);
     await expect(
       server.services.ctx.verifier.verify(first.body['access_token']!, RESOURCE, ['oauth']),
     ).rejects.toMatchObject({ failure: 'revoked' });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { endConnection, narrowMemberConnections } from '../../src/domain/connections.js';
 import { effectivePermissions, parseList } from '../../src/domain/permissions.js';
 import {
   agencyIds,
@@ -48,6 +49,25 @@ const view = async (who: string, tab?: 'members' | 'settings' | 'history') => {
   return res.text();
 };
 const dashboard = (who: string) => view(who);
+/** The consent page `who` is shown for this file's client in Northwind (through the agency choice when offered). */
+async function consentPage(who: string, scope: string): Promise<string> {
+  const b = browsers[who]!;
+  const q = {
+    response_type: 'code',
+    client_id: clientId,
+    redirect_uri: REDIRECT,
+    code_challenge: pkce().challenge,
+    code_challenge_method: 'S256',
+    resource: RESOURCE,
+    scope,
+  };
+  let html = await (await b.get(`/oauth2/auth?${new URLSearchParams(q)}`)).text();
+  if (html.includes('type="radio"')) {
+    const choice = new URLSearchParams({ request: hidden(html, 'request'), agency_id: northwind });
+    html = await (await b.get(`/oauth2/auth/consent?${choice}`)).text();
+  }
+  return html;
+}
 const live = (accessToken: string) =>
   server.services.ctx.verifier.verify(accessToken, RESOURCE, ['oauth']).then(
     () => true,
@@ -285,6 +305,75 @@ describe(`dashboard (${ENGINE})`, () => {
       csrf: browsers['grace']!.csrf,
     });
     expect(res.status).toBe(403);
+  });
+
+  it('an expired connection is neither listed nor offered as one to update: its tokens are refused', async () => {
+    const { tokens } = await connectAs('ada');
+    const cid = (await connectionStatus(server, tokens['access_token']!)).id;
+    const disconnect = `/dashboard/connections/${cid}/disconnect`;
+    expect(await dashboard('ada')).toContain(disconnect);
+    const now = server.services.ctx.clock.now();
+    await server.services.ctx.db
+      .updateTable('connections')
+      .set({ expires_at: now - 1 })
+      .where('id', '=', cid)
+      .execute();
+    server.services.ctx.connectionLiveness.forget(cid);
+    expect(await live(tokens['access_token']!)).toBe(false);
+    expect(await dashboard('ada')).not.toContain(disconnect);
+    const html = await consentPage('ada', 'agency:mcp:read');
+    expect(html).toContain('Connect Planner Bot');
+    expect(html).not.toContain('Update access');
+  });
+
+  it('Deny is answered access_denied to the client even when the consent could no longer be offered', async () => {
+    // linus was removed above: no model of what he could grant exists, and his answer is still a Deny.
+    const request = hidden(await consentPage('ada', 'agency:mcp:read'), 'request');
+    const linus = browsers['linus']!;
+    const res = await linus.post('/oauth2/auth/consent', {
+      csrf: linus.csrf,
+      request,
+      agency_id: northwind,
+      decision: 'deny',
+    });
+    expect(res.status).toBe(303);
+    const back = new URL(res.headers.get('location')!);
+    expect(`${back.origin}${back.pathname}`).toBe(REDIRECT);
+    expect(back.searchParams.get('error')).toBe('access_denied');
+  });
+
+  it('a pending consent that is ended or narrowed leaves nothing in the history', async () => {
+    const back = await authorize(
+      server,
+      browsers['grace']!,
+      { clientId, redirectUri: REDIRECT, username: 'grace' },
+      pkce().challenge,
+    );
+    expect(back.searchParams.get('code')).toBeTruthy();
+    const { db, clock } = server.services.ctx;
+    const pending = await db
+      .selectFrom('connections')
+      .selectAll()
+      .where('status', '=', 'pending')
+      .where('member_id', 'is not', null)
+      .orderBy('created_at', 'desc')
+      .executeTakeFirstOrThrow();
+    expect(await narrowMemberConnections(db, clock, pending.member_id!, 'viewer', null)).not.toContain(
+      pending.id,
+    );
+    expect(await endConnection(server.services.ctx, pending.id, 'disconnected')).toBe(false);
+    const row = await db
+      .selectFrom('connections')
+      .select('status')
+      .where('id', '=', pending.id)
+      .executeTakeFirst();
+    expect(row?.status).toBe('revoked');
+    const events = await db
+      .selectFrom('audit_events')
+      .select('type')
+      .where('connection_id', '=', pending.id)
+      .execute();
+    expect(events).toEqual([]);
   });
 
   it('sign-out ends the browser session', async () => {
