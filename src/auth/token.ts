@@ -280,13 +280,20 @@ async function refreshTokenGrant(ctx: AppContext, p: Params, reply: FastifyReply
         });
       }
     }
-    // docs/contract.md#tokens: reusing a rotated refresh token revokes the whole connection.
-    ctx.metrics.refresh('reuse_detected');
-    if (await endConnection(ctx, row!.id, 'refresh_reuse')) {
-      ctx.log.warn({ connection_id: row!.id }, 'refresh token reused; connection revoked');
-    }
-    throw invalid('The refresh token was already used; the connection is revoked');
+    return revokeForReuse(ctx, row!.id);
   }
+}
+
+/**
+ * docs/contract.md#tokens, RFC 9700 §4.14.2: a rotated refresh token presented again ends the whole connection —
+ * whether its row is still there or was pruned after the rotation — and is counted and logged alike.
+ */
+async function revokeForReuse(ctx: AppContext, connectionId: string): Promise<never> {
+  ctx.metrics.refresh('reuse_detected');
+  if (await endConnection(ctx, connectionId, 'refresh_reuse')) {
+    ctx.log.warn({ connection_id: connectionId }, 'refresh token reused; connection revoked');
+  }
+  throw new OAuthError('invalid_grant', 'The refresh token was already used; the connection is revoked');
 }
 
 /**
@@ -300,8 +307,5 @@ async function refuseUnknown(ctx: AppContext, token: string, clientId: string): 
     throw new OAuthError('invalid_grant', 'The refresh token is invalid');
   if (owner.status !== 'active' || owner.expires_at <= ctx.clock.now())
     throw new OAuthError('invalid_grant', 'The connection has ended');
-  if (await endConnection(ctx, owner.id, 'refresh_reuse')) {
-    ctx.log.warn({ connection_id: owner.id }, 'refresh token reused; connection revoked');
-  }
-  throw new OAuthError('invalid_grant', 'The refresh token was already used; the connection is revoked');
+  return revokeForReuse(ctx, owner.id);
 }

@@ -136,6 +136,25 @@ describe(`metrics on METRICS_PORT (${ENGINE})`, () => {
     ).toBe(true);
   });
 
+  it('counts the reuse of a token whose row was pruned after its rotation, like any reuse', async () => {
+    const { tokens, clientId } = await connect(server, {
+      clientId: 'claude-code',
+      redirectUri: 'http://127.0.0.1:9999/callback',
+    });
+    const refresh = (rt: string) =>
+      token(server, { grant_type: 'refresh_token', refresh_token: rt, client_id: clientId });
+    const before = await scrape();
+    const first = tokens['refresh_token']!;
+    const second = (await refresh(first)).body['refresh_token'] as string;
+    expect((await refresh(second)).res.status).toBe(200); // this rotation deletes the row of `first`
+    expect((await refresh(first)).body['error']).toBe('invalid_grant');
+    const after = await scrape();
+    const delta = (name: string, labels: Record<string, string>) =>
+      value(after, name, labels) - value(before, name, labels);
+    expect(delta('svc_oauth_refresh_total', { outcome: 'reuse_detected' })).toBe(1);
+    expect(delta('svc_connections_revoked_total', { reason: 'refresh_reuse' })).toBe(1);
+  });
+
   it('reports the database as up, its pool on PostgreSQL, and process metrics', async () => {
     const samples = await scrape();
     expect(value(samples, 'svc_dependency_up', { dependency: 'database' })).toBe(1);
