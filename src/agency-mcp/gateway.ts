@@ -20,11 +20,18 @@ export class ExchangeRefused extends Error {
 }
 
 /**
- * The exchange could not be done for a reason of this deployment, not of the caller: the authorization server is
- * unreachable, or refuses this server's client credentials. The message tells the operator what to check.
+ * The exchange could not be done for a reason of this deployment, not of the caller. `outage`: the authorization
+ * server is unreachable or too slow (its watch logs that once); otherwise it refuses this server's client
+ * credentials or answers something unexpected, and the message tells the operator what to fix.
  */
 export class ExchangeUnavailable extends Error {
   override name = 'ExchangeUnavailable';
+  constructor(
+    message: string,
+    readonly outage = false,
+  ) {
+    super(message);
+  }
 }
 
 /** Re-exchange this long before the dashboard API token expires, so a call never carries a token about to lapse. */
@@ -122,27 +129,18 @@ export class DashboardGateway {
 
   private async exchangeOverHttp(inbound: string): Promise<TokenExchangeResponse> {
     const endpoint = `${urls.issuer(this.ctx.config)}/oauth/token`;
-    let res: Response;
-    try {
-      res = await fetch(endpoint, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: this.basic },
-        body: new URLSearchParams({
-          grant_type: TOKEN_EXCHANGE_GRANT,
-          subject_token: inbound,
-          subject_token_type: ACCESS_TOKEN_TYPE,
-          audience: this.audience(),
-        }).toString(),
-      });
-    } catch (e) {
-      throw new ExchangeUnavailable(
-        `the token exchange at ${endpoint} is unreachable: ${(e as Error).message}`,
-      );
-    }
-    const body = (await res.json().catch(() => ({}))) as TokenExchangeResponse & {
-      error?: string;
-      error_description?: string;
-    };
+    const res = await this.authServerRequest(endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: this.basic },
+      body: new URLSearchParams({
+        grant_type: TOKEN_EXCHANGE_GRANT,
+        subject_token: inbound,
+        subject_token_type: ACCESS_TOKEN_TYPE,
+        audience: this.audience(),
+      }).toString(),
+    });
+    if (!res) throw new ExchangeUnavailable(`the token exchange at ${endpoint} is unavailable`, true);
+    const body = res.body as TokenExchangeResponse & { error?: string; error_description?: string };
     if (res.status === 200) return body;
     if (body.error === 'invalid_request')
       throw new ExchangeRefused(body.error_description ?? 'Token exchange refused');
@@ -180,22 +178,33 @@ export class DashboardGateway {
       init.headers = { ...init.headers, 'content-type': 'application/json' };
       init.body = JSON.stringify(rest);
     }
-    let res: Response;
+    const res = await this.authServerRequest(url, init);
+    if (res) return res;
+    const unavailable = new ApiError(
+      'service_unavailable',
+      'A service this request needs is unavailable; retry',
+    );
+    return { status: unavailable.status, body: unavailable.body(requestId) };
+  }
+
+  /**
+   * One request to the authorization server, bounded by AUTH_SERVER_TIMEOUT_MS. Its answers are always JSON, so no
+   * answer in time, or one that is not JSON (a proxy's 502 page), is an outage of that dependency: reported to its
+   * watch (logged once, not per request) and returned as undefined.
+   */
+  private async authServerRequest(url: string, init: RequestInit): Promise<DashboardApiResponse | undefined> {
     try {
-      res = await fetch(url, init);
+      const res = await fetch(url, {
+        ...init,
+        signal: AbortSignal.timeout(this.ctx.config.authServerTimeoutMs),
+      });
+      const body: unknown = await res.json();
+      this.authServer.succeeded();
+      return { status: res.status, body };
     } catch (e) {
-      // The authorization server's host is unreachable: an outage of a dependency, logged once by its watch.
-      this.authServer.failed(
-        new DependencyUnavailable(`the dashboard API at ${url} is unreachable: ${(e as Error).message}`),
-      );
-      const unavailable = new ApiError(
-        'service_unavailable',
-        'A service this request needs is unavailable; retry',
-      );
-      return { status: unavailable.status, body: unavailable.body(requestId) };
+      this.authServer.failed(new DependencyUnavailable(`${url} did not answer: ${(e as Error).message}`));
+      return undefined;
     }
-    this.authServer.succeeded();
-    return { status: res.status, body: await res.json() };
   }
 
   private audience(): string {

@@ -5,6 +5,7 @@ import { type DocumentBuilders, servePublicDocuments } from '../http/public-docu
 import { type AppContext, urls } from '../context.js';
 import type { Access } from '../dashboard-api/resources.js';
 import { McpAuthError } from '../mcp-kit/auth.js';
+import { OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
 import { mountMcpEndpoint, sendAuthError, sendJsonRpcError } from '../mcp-kit/endpoint.js';
 import { JSON_RPC_ERRORS } from '../mcp-kit/json-rpc.js';
 import { allowedHostnames } from '../mcp-kit/host-guard.js';
@@ -26,6 +27,9 @@ import { agencyFastPath } from './fast-path.js';
 import { DashboardGateway, ExchangeRefused, ExchangeUnavailable } from './gateway.js';
 import { agencyServerFactory, unavailableMessage } from './server.js';
 import { WRITE_TOOL_NAMES } from './tools.js';
+
+/** A misconfigured deployment (the client secret) is not fixed in seconds: clients are told to wait longer. */
+const MISCONFIGURED_RETRY_AFTER_SECONDS = 30;
 
 /** docs/contract.md#the-oauth-flow lists these in the metadata; the AS takes them as aliases of agency:mcp:read / write (docs/contract.md#the-oauth-flow). */
 const SCOPES_SUPPORTED = ['mcp:read', 'mcp:write'];
@@ -129,9 +133,13 @@ async function prepareCall(
     if (method === 'tools/list') call.permissions = await permissionsNow(gateway, call);
   } catch (e) {
     if (e instanceof ExchangeUnavailable) {
-      // The caller did nothing wrong: say so, and tell the operator (the log line names what to fix).
-      request.log.error({ err: e }, 'agency MCP cannot exchange tokens');
-      reply.header('retry-after', '30');
+      // The caller did nothing wrong: say so. An outage is logged once by the gateway's watch; anything else is this
+      // deployment's to fix, and the log line names what.
+      if (!e.outage) request.log.error({ err: e }, 'agency MCP cannot exchange tokens');
+      reply.header(
+        'retry-after',
+        String(e.outage ? OUTAGE_RETRY_AFTER_SECONDS : MISCONFIGURED_RETRY_AFTER_SECONDS),
+      );
       const message = 'The agency MCP server cannot reach its authorization server right now; retry later';
       return sendJsonRpcError(request, reply, 503, JSON_RPC_ERRORS.serverError, message);
     }

@@ -72,6 +72,7 @@ export const envSchema = z.object({
   DCR_LIMIT_PER_IP: positiveInt.default(20),
   DCR_LIMIT_WINDOW_SECONDS: positiveInt.default(3600),
   CIMD_FETCH_TIMEOUT_MS: z.coerce.number().int().min(100).max(10_000).default(3000),
+  AUTH_SERVER_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   CIMD_MAX_CLIENTS: positiveInt.default(10_000),
   CIMD_FETCH_LIMIT_PER_IP: positiveInt.default(30),
   CIMD_FETCH_LIMIT_WINDOW_SECONDS: positiveInt.default(3600),
@@ -106,6 +107,8 @@ export interface Config {
   databaseConnectTimeoutMs: number;
   /** Longest a PostgreSQL statement may run, lock waits included. */
   databaseStatementTimeoutMs: number;
+  /** A split agency-mcp process's longest wait for the authorization server (token exchange, dashboard API). */
+  authServerTimeoutMs: number;
   redisUrl: string | undefined;
   logLevel: Env['LOG_LEVEL'];
   trustProxy: boolean;
@@ -219,6 +222,7 @@ function fromEnv(e: Env): Config {
     databasePoolSize: e.DATABASE_POOL_SIZE,
     databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
     databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
+    authServerTimeoutMs: e.AUTH_SERVER_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
     logLevel: e.LOG_LEVEL,
     trustProxy: e.TRUST_PROXY,

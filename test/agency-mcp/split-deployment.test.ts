@@ -7,6 +7,7 @@ import { inProcessDashboardApi } from '../../src/dashboard-api/plugin.js';
 import { revokeConnection } from '../../src/domain/connections.js';
 import { ENGINE, LogCapture, startTestServer, type TestServer } from '../helpers/harness.js';
 import { connectClient, MODERN, modernRequest } from '../helpers/mcp.js';
+import { TcpForwarder } from '../helpers/tcp-forwarder.js';
 import { AGENCY_SECRET, grant } from './helpers.js';
 
 /**
@@ -133,5 +134,66 @@ it('answers 503, and tells the operator, when its client secret is not the autho
     expect(JSON.stringify(logs.lines)).toContain('AGENCY_MCP_CLIENT_SECRET');
   } finally {
     await other.close();
+  }
+});
+
+it(`an authorization server that stops answering is an outage: 503 with Retry-After within AUTH_SERVER_TIMEOUT_MS, logged once (${ENGINE})`, async () => {
+  // The auth surface's own URL goes through a forwarder, so the agency MCP process reaches it only through that.
+  const authPort = await freePort();
+  const forwarder = await TcpForwarder.start({ host: '127.0.0.1', port: authPort });
+  const authUrl = `http://127.0.0.1:${forwarder.port}`;
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const server = await startTestServer({
+    env: {
+      AUTH_PORT: String(authPort),
+      AUTH_URL: authUrl,
+      AGENCY_MCP_URL: url,
+      AGENCY_MCP_CLIENT_SECRET: AGENCY_SECRET,
+    },
+  });
+  const logs = new LogCapture();
+  const split = await startServices(
+    loadConfig({
+      NODE_ENV: 'test',
+      HOST: '127.0.0.1',
+      AGENCY_MCP_PORT: String(port),
+      AUTH_URL: authUrl,
+      AGENCY_MCP_URL: url,
+      AGENCY_MCP_CLIENT_SECRET: AGENCY_SECRET,
+      AUTH_SERVER_TIMEOUT_MS: '300',
+      ...(server.config.databaseUrl
+        ? { DATABASE_URL: server.config.databaseUrl }
+        : { DATA_DIR: server.config.dataDir }),
+    }),
+    {
+      only: ['agency-mcp'],
+      clock: server.clock,
+      logger: pino({ level: 'info' }, logs.stream),
+      seedDemoIfEmpty: false,
+    },
+  );
+  try {
+    const { token } = await grant(server);
+    forwarder.stall();
+    for (let i = 0; i < 2; i++) {
+      const res = await modernRequest(
+        `${url}/mcp`,
+        'tools/call',
+        { name: 'list_clients', arguments: {} },
+        { token },
+      );
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('5');
+      expect(((await res.json()) as { error: { code: number } }).error.code).toBe(-32000);
+    }
+    // Warnings and errors beside the access log's lines (a 503 is logged per request there, at error).
+    const lines = logs.lines.filter((l) => (l['level'] as number) >= 40 && l['msg'] !== 'request');
+    expect(lines.map((l) => l['msg'])).toEqual(['authorization server (dashboard API) unavailable']);
+  } finally {
+    forwarder.resume();
+    await split.close();
+    await server.close();
+    await forwarder.close();
   }
 });
