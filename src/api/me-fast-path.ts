@@ -23,7 +23,6 @@ export function meFastPath(ctx: AppContext): RawFastPath {
     if (!caller) return undefined;
     ctx.verifier.countCachedHit(caller.principal);
     ctx.users.countHit();
-    if (caller.countedPin) ctx.clientPins.countHit();
     return answer(bodyOf(ctx, bodies, caller.user, caller.version), caller.version);
   };
 }
@@ -32,8 +31,6 @@ interface CachedCaller {
   principal: Principal;
   user: UserRow;
   version: string;
-  /** Whether the route would have looked up the OAuth client's pin. */
-  countedPin: boolean;
 }
 
 /** The caller, its user and its version when every one of them is answered from memory, else undefined. */
@@ -48,7 +45,7 @@ function cachedCaller(ctx: AppContext, request: IncomingMessage): CachedCaller |
   if (!user) return undefined;
   const version = requested ?? pinnedVersion(ctx, principal, user.api_version);
   if (version === undefined) return undefined;
-  return { principal, user, version, countedPin: requested === undefined && principal.kind === 'oauth' };
+  return { principal, user, version };
 }
 
 /** The `Svc-Version` header's version, undefined when absent, false when the route would refuse it. */

@@ -120,11 +120,7 @@ export class TokenVerifier {
    */
   cachedPrincipal(token: string, audience: string, accept: readonly TokenKind[]): Principal | undefined {
     const entry = this.cached(token);
-    if (entry === undefined) return undefined;
-    const now = this.o.clock.now();
-    if (entry.expMs <= now || entry.nbfMs > now) return undefined;
-    if (!(accept as readonly EntryKind[]).includes(entry.kind) || !entry.audiences.includes(audience))
-      return undefined;
+    if (entry === undefined || this.refusal(entry, audience, accept)) return undefined;
     const p = entry.principal as Principal;
     const live =
       p.kind === 'session'
@@ -168,15 +164,28 @@ export class TokenVerifier {
     accept: readonly EntryKind[],
   ): Promise<VerifiedEntry> {
     const entry = await this.verified(token);
-    const now = this.o.clock.now();
-    if (entry.expMs <= now) throw new TokenError('expired', 'The access token expired');
-    if (entry.nbfMs > now) throw new TokenError('not_yet_valid', 'The access token is not valid yet');
-    if (!accept.includes(entry.kind))
-      throw new TokenError('invalid', 'This kind of token is not accepted here');
-    if (!entry.audiences.includes(audience)) {
-      throw new TokenError('wrong_audience', 'The access token was issued for another audience');
-    }
+    const refused = this.refusal(entry, audience, accept);
+    if (refused) throw refused;
     return entry;
+  }
+
+  /**
+   * Why a verified token may not be used here now (times, kind, audience), or undefined: the one rule both `verify`
+   * and the fast path's `cachedPrincipal` apply, so a check added here holds for both.
+   */
+  private refusal(
+    entry: VerifiedEntry,
+    audience: string,
+    accept: readonly EntryKind[],
+  ): TokenError | undefined {
+    const now = this.o.clock.now();
+    if (entry.expMs <= now) return new TokenError('expired', 'The access token expired');
+    if (entry.nbfMs > now) return new TokenError('not_yet_valid', 'The access token is not valid yet');
+    if (!accept.includes(entry.kind))
+      return new TokenError('invalid', 'This kind of token is not accepted here');
+    if (!entry.audiences.includes(audience))
+      return new TokenError('wrong_audience', 'The access token was issued for another audience');
+    return undefined;
   }
 
   private async assertLive(p: Principal): Promise<void> {
