@@ -95,6 +95,7 @@ describe(`a connection revoked on another instance (${ENGINE})`, () => {
       expect(refused.headers.get('cache-control')).toBe('no-store');
       expect(await refused.json()).toMatchObject({ error: 'invalid_token' });
       // What B cached for the token is gone: the next request is refused at authentication.
+      expect(b.services.ctx.connectionLiveness.isKnownLive(g.connection.id)).toBe(false);
       const again = await call(g.token);
       expect(again.status).toBe(401);
       expect(await again.json()).toMatchObject({ error: 'invalid_token' });

@@ -112,6 +112,32 @@ describe('GET /me beside Fastify answers exactly what the route answers', () => 
     expect(fastCounted).toEqual(slowCounted);
   });
 
+  it('the cached shapes are answered beside Fastify over the wire: the route never runs for them', async () => {
+    await both(); // warm: the caches hold the token, its session and the user
+    const routeReads = { fast: 0, slow: 0 };
+    const restore = (['fast', 'slow'] as const).map((side) => {
+      const users = server(side).services.ctx.users;
+      const get = users.get.bind(users);
+      users.get = (id: string) => {
+        routeReads[side]++;
+        return get(id);
+      };
+      return () => {
+        users.get = get;
+      };
+    });
+    try {
+      for (const headers of [[], [['Svc-Version', OLD_VERSION]]] as [string, string][][]) {
+        const { a } = await both({ headers });
+        expect(a.status).toBe(200);
+      }
+    } finally {
+      for (const r of restore) r();
+    }
+    // The route reads the user through the cache's `get`; the fast path only peeks at it.
+    expect(routeReads).toEqual({ fast: 0, slow: 2 });
+  });
+
   it.each([
     ['HEAD', { method: 'HEAD' }],
     ['a query string', { path: '/me?x=1' }],
