@@ -118,14 +118,14 @@ function discardingBrokenClients(pool: pg.Pool): PostgresPool {
 }
 
 /**
- * Whether an error is a failure of the connection rather than of the statement: no SQLSTATE at all (a client-side
- * timeout, a closed socket), or class 08 (connection exception) or 57P01–57P03 (the server is going away). A
- * statement the server cancelled (57014, statement_timeout) or refused (23505...) leaves the connection usable.
+ * Whether an error is a failure of the connection rather than of the statement: anything the server did not report
+ * itself (a client-side timeout, a closed socket: EPIPE, ECONNRESET), or class 08 (connection exception) or
+ * 57P01–57P03 (the server is going away). A statement the server cancelled (57014, statement_timeout) or refused
+ * (23505...) leaves the connection usable. pg-pool already drops a client whose socket closed; what it keeps is one
+ * whose read timed out, which this catches.
  */
 function isConnectionFailure(e: unknown): boolean {
-  const code = (e as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
-  return /^(08|57P0[1-3])/.test(code);
+  return !(e instanceof pg.DatabaseError) || /^(08|57P0[1-3])/.test(e.code ?? '');
 }
 
 function sqliteFile(dataDir: string): SQLite.Database {

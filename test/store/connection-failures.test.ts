@@ -46,7 +46,12 @@ describe('a pooled connection whose socket went silent', () => {
   });
 
   it('a statement the server cancels leaves the connection in use', async () => {
+    const backend = async () =>
+      (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(store.db)).rows[0]!.pid;
+    const before = await backend();
     await expect(sql`select pg_sleep(2)`.execute(store.db)).rejects.toThrow(/statement timeout/);
     expect((await ping()).rows).toEqual([{ one: 1 }]);
+    // The same backend: the pool (of one) kept the connection instead of opening a new one.
+    expect(await backend()).toBe(before);
   });
 });
