@@ -105,7 +105,8 @@ export interface Rotation {
 }
 
 // Single use by compare-and-set (`rotated_at IS NULL`): of concurrent rotations of one token exactly one changes the
-// row. Only `rotated_at`, which no index holds, changes: PostgreSQL can update the row in place (HOT).
+// row. Only `rotated_at`, which no index holds, changes (on PostgreSQL, in ROTATE_POSTGRES below, the row is then
+// updated in place: HOT).
 const CONSUME = 'UPDATE refresh_tokens SET rotated_at = $1 WHERE hash = $2 AND rotated_at IS NULL';
 const INSERT_SUCCESSOR = `INSERT INTO refresh_tokens
   (hash, connection_id, parent_hash, successor_salt, scope, issued_at, rotated_at, expires_at, family)

@@ -36,25 +36,20 @@ export async function createSession(
   return row;
 }
 
-/** Marks a session revoked; idempotent (the first revocation time is kept). */
-async function revokeSession(db: Kysely<Database>, clock: Clock, sessionId: string): Promise<void> {
-  await db
-    .updateTable('sessions')
-    .set({ revoked_at: clock.now() })
-    .where('id', '=', sessionId)
-    .where('revoked_at', 'is', null)
-    .execute();
-}
-
 /**
- * Ends a session and drops its cached liveness in this process, so this instance refuses its tokens at once (other
- * instances within the liveness bound). The one way to end a session.
+ * Ends a session (idempotent: the first revocation time is kept) and drops its cached liveness in this process, so
+ * this instance refuses its tokens at once (other instances within the liveness bound). The one way to end a session.
  */
 export async function endSession(
   deps: { db: Kysely<Database>; clock: Clock; sessionLiveness: { forget(sessionId: string): void } },
   sessionId: string,
 ): Promise<void> {
-  await revokeSession(deps.db, deps.clock, sessionId);
+  await deps.db
+    .updateTable('sessions')
+    .set({ revoked_at: deps.clock.now() })
+    .where('id', '=', sessionId)
+    .where('revoked_at', 'is', null)
+    .execute();
   deps.sessionLiveness.forget(sessionId);
 }
 

@@ -31,8 +31,7 @@ export class CachedLookup<T> {
   async get(id: string): Promise<T> {
     const now = this.o.clock.now();
     const entry = this.entries.get(id);
-    const hit =
-      entry !== undefined && (now - entry.loadedAt < this.o.ttlMs || this.o.isFinal?.(entry.value) === true);
+    const hit = entry !== undefined && this.fresh(entry, now);
     this.o.counter?.lookup(hit);
     if (hit) return entry.value;
     return this.inFlight.get(id) ?? this.load(id, now);
@@ -44,10 +43,12 @@ export class CachedLookup<T> {
    */
   peek(id: string): T | undefined {
     const entry = this.entries.get(id);
-    if (entry === undefined) return undefined;
-    const fresh =
-      this.o.clock.now() - entry.loadedAt < this.o.ttlMs || this.o.isFinal?.(entry.value) === true;
-    return fresh ? entry.value : undefined;
+    return entry !== undefined && this.fresh(entry, this.o.clock.now()) ? entry.value : undefined;
+  }
+
+  /** Trusted without a read: loaded within the TTL, or a value that can never change back (`isFinal`). */
+  private fresh(entry: { loadedAt: number; value: T }, now: number): boolean {
+    return now - entry.loadedAt < this.o.ttlMs || this.o.isFinal?.(entry.value) === true;
   }
 
   /** Counts one lookup answered from the cache, for a hit found with `peek`. */
