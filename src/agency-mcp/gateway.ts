@@ -180,10 +180,7 @@ export class DashboardGateway {
     }
     const res = await this.authServerRequest(url, init);
     if (res) return res;
-    const unavailable = new ApiError(
-      'service_unavailable',
-      'A service this request needs is unavailable; retry',
-    );
+    const unavailable = ApiError.unavailable();
     return { status: unavailable.status, body: unavailable.body(requestId) };
   }
 

@@ -8,7 +8,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { DashboardApiResponse } from '../dashboard-api/plugin.js';
-import type { ErrorBody } from '../http/errors.js';
+import { type ErrorBody, UNAVAILABLE_MESSAGE } from '../http/errors.js';
 import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import { precompiledSchema, sharedJsonSchemaValidator } from '../mcp-kit/schema-validator.js';
 import { type AgencyCall, agencyCallOf } from './auth.js';
@@ -159,9 +159,7 @@ export function toolError(body: ErrorBody) {
 
 /** What a client is told when the dashboard API could not serve a call for a dependency's outage. */
 export function unavailableMessage(res: DashboardApiResponse): string {
-  return (
-    (res.body as Partial<ErrorBody>).error?.message ?? 'A service this request needs is unavailable; retry'
-  );
+  return (res.body as Partial<ErrorBody>).error?.message ?? UNAVAILABLE_MESSAGE;
 }
 
 /** Marks the call refused (answered 401 by the endpoint) and forgets what was cached for its token. */

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.js';
 import { BearerError, extractBearer } from '../http/bearer.js';
 import { ApiError } from '../http/errors.js';
-import { classifyError } from '../http/framework-errors.js';
+import { isDependencyOutage } from '../http/dependency-outage.js';
 import { authenticationError } from '../http/rest-auth.js';
 import { accessOfDashboardToken, accessOfMember, type CallerAccess, dashboardApiAudience } from './access.js';
 import { invoke, OPERATIONS, type Operation, type OperationId } from './operations.js';
@@ -109,12 +109,9 @@ export class InProcessDashboardApi {
       return { status: op.status ?? 200, body: await invoke(this.ctx, op, access, input) };
     } catch (e) {
       if (e instanceof ApiError) return { status: e.status, body: e.body(requestId) };
-      if (classifyError(e).kind === 'unavailable') {
+      if (isDependencyOutage(e)) {
         // An outage, logged once by the store's watch: answered as the HTTP route answers it, without a stack.
-        const unavailable = new ApiError(
-          'service_unavailable',
-          'A service this request needs is unavailable; retry',
-        );
+        const unavailable = ApiError.unavailable();
         return { status: unavailable.status, body: unavailable.body(requestId) };
       }
       this.ctx.log.error({ err: e, request_id: requestId }, 'dashboard API call failed');

@@ -123,8 +123,17 @@ export interface ErrorBody {
 }
 
 /** A REST error with a catalogue code. Thrown anywhere in a REST handler; the errors plugin renders it. */
+/** What every surface says when a dependency it needs is down (answered 503 with Retry-After). */
+export const UNAVAILABLE_MESSAGE = 'A service this request needs is unavailable; retry';
+
 export class ApiError extends Error {
   override name = 'ApiError';
+
+  /** 503 `service_unavailable`: a dependency is down (an outage, logged once by its watch). */
+  static unavailable(): ApiError {
+    return new ApiError('service_unavailable', UNAVAILABLE_MESSAGE);
+  }
+
   readonly status: number;
   readonly type: ErrorType;
 

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
+import { UNAVAILABLE_MESSAGE } from './errors.js';
 import { type ErrorClass, renderErrors } from './framework-errors.js';
 
 /**
@@ -66,11 +67,7 @@ function toOAuthError(error: ErrorClass, requestId: string): OAuthError {
       return new OAuthError('invalid_request', 'The request body could not be read');
     case 'unavailable':
       // RFC 6749 §4.1.2.1 names temporarily_unavailable; used at the JSON endpoints too, with Retry-After.
-      return new OAuthError(
-        'temporarily_unavailable',
-        'A service this request needs is unavailable; retry',
-        503,
-      );
+      return new OAuthError('temporarily_unavailable', UNAVAILABLE_MESSAGE, 503);
     case 'internal':
       return new OAuthError('server_error', `An internal error occurred (request ${requestId})`, 500);
   }

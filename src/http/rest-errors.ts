@@ -54,7 +54,7 @@ function toApiError(error: ErrorClass): ApiError {
     case 'unavailable':
       return error.retryAfterSeconds === undefined
         ? new ApiError('service_unavailable', 'The server is shutting down; retry')
-        : new ApiError('service_unavailable', 'A service this request needs is unavailable; retry');
+        : ApiError.unavailable();
     case 'internal':
       return new ApiError(
         'internal_error',
