@@ -1,4 +1,3 @@
-import type { DashboardApiResponse } from '../dashboard-api/plugin.js';
 import type { ErrorBody } from '../http/errors.js';
 import {
   type CanonicalToolCall,
@@ -12,7 +11,7 @@ import {
 import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import { type AgencyCall, agencyCallOf } from './auth.js';
 import type { DashboardGateway } from './gateway.js';
-import { AGENCY_SERVER_INFO, refuse, toolError, toolResult, unavailableMessage } from './server.js';
+import { AGENCY_SERVER_INFO, toolError, toolResult } from './server.js';
 import { AGENCY_TOOLS, type AgencyToolDefinition } from './tools.js';
 
 const LEGACY_REVISIONS = MCP_PROTOCOL_VERSIONS.filter((v) => v !== MODERN_REVISION);
@@ -60,16 +59,9 @@ async function answerRead(
   call: CanonicalToolCall,
   inbound: string,
 ): Promise<FastAnswer | undefined> {
-  const res = await gateway.call(
-    tool.operation,
-    caller.dashboardToken!,
-    caller.principal.agencyId,
-    {},
-    caller.requestId,
-  );
-  // The grant has ended, or a dependency is down: the endpoint answers 401 or 503 (its interruption), as it does on
-  // the SDK path.
-  interrupt(gateway, caller, inbound, res);
+  // The grant has ended, or a dependency is down: `callFor` marks it, and the endpoint answers 401 or 503 (its
+  // interruption), as it does on the SDK path.
+  const res = await gateway.callFor(caller, inbound, tool.operation, {});
   if (res.status >= 300) return undefined;
   return answer(call, toolResult(res.body as Record<string, unknown>));
 }
@@ -82,21 +74,9 @@ async function answerWrite(
   args: Record<string, unknown>,
   inbound: string,
 ): Promise<FastAnswer> {
-  const { agencyId } = caller.principal;
-  const res = await gateway.call(tool.operation, caller.dashboardToken!, agencyId, args, caller.requestId);
+  const res = await gateway.callFor(caller, inbound, tool.operation, args);
   if (res.status < 300) return answer(call, toolResult(res.body as Record<string, unknown>));
-  interrupt(gateway, caller, inbound, res);
   return answer(call, toolError(res.body as ErrorBody));
-}
-
-function interrupt(
-  gateway: DashboardGateway,
-  caller: AgencyCall,
-  inbound: string,
-  res: DashboardApiResponse,
-) {
-  if (res.status === 401) refuse(gateway, caller, inbound, (res.body as ErrorBody).error.message);
-  if (res.status === 503) caller.unavailable = unavailableMessage(res);
 }
 
 function answer(call: CanonicalToolCall, result: Record<string, unknown>): FastAnswer {

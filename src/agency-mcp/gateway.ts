@@ -1,5 +1,6 @@
 import { DependencyUnavailable, DependencyWatch } from '../http/dependency-outage.js';
-import { ApiError } from '../http/errors.js';
+import { ApiError, type ErrorBody, UNAVAILABLE_MESSAGE } from '../http/errors.js';
+import type { AgencyCall } from './auth.js';
 import { OAuthError } from '../http/oauth-errors.js';
 import {
   ACCESS_TOKEN_TYPE,
@@ -87,6 +88,29 @@ export class DashboardGateway {
   forget(inbound: string, connectionId: string): void {
     this.exchanged.delete(inbound);
     this.ctx.connectionLiveness.forget(connectionId);
+  }
+
+  /**
+   * Calls one dashboard API operation for an agency MCP request, with its exchanged token, and marks on `caller` what
+   * the endpoint must answer instead of any result (its `interruption`): the grant has ended, maybe on another
+   * instance (401; what this process cached for the token is forgotten), or a dependency is down (503).
+   */
+  async callFor(
+    caller: AgencyCall,
+    inbound: string,
+    id: OperationId,
+    input: Record<string, unknown>,
+  ): Promise<DashboardApiResponse> {
+    if (!caller.dashboardToken) throw new Error('a dashboard API call before the token exchange');
+    const { agencyId, connectionId } = caller.principal;
+    const res = await this.call(id, caller.dashboardToken, agencyId, input, caller.requestId);
+    const message = (res.body as Partial<ErrorBody>).error?.message;
+    if (res.status === 401) {
+      caller.refused = message ?? 'The connection behind this token has ended';
+      this.forget(inbound, connectionId);
+    }
+    if (res.status === 503) caller.unavailable = message ?? UNAVAILABLE_MESSAGE;
+    return res;
   }
 
   /** Calls one dashboard API operation with a dashboard API token. */

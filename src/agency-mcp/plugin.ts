@@ -25,7 +25,7 @@ import {
 } from './auth.js';
 import { agencyFastPath } from './fast-path.js';
 import { DashboardGateway, ExchangeRefused, ExchangeUnavailable } from './gateway.js';
-import { agencyServerFactory, unavailableMessage } from './server.js';
+import { agencyServerFactory } from './server.js';
 import { WRITE_TOOL_NAMES } from './tools.js';
 
 /** A misconfigured deployment (the client secret) is not fixed in seconds: clients are told to wait longer. */
@@ -130,7 +130,7 @@ async function prepareCall(
   }
   try {
     call.dashboardToken = await gateway.dashboardToken(auth.token);
-    if (method === 'tools/list') call.permissions = await permissionsNow(gateway, call);
+    if (method === 'tools/list') call.permissions = await permissionsNow(gateway, call, auth.token);
   } catch (e) {
     if (e instanceof ExchangeUnavailable) {
       // The caller did nothing wrong: say so. An outage is logged once by the gateway's watch; anything else is this
@@ -151,16 +151,12 @@ async function prepareCall(
 }
 
 /** The effective permissions now (docs/contract.md#permissions), as the dashboard API computes them on every call. */
-async function permissionsNow(gateway: DashboardGateway, call: AgencyCall): Promise<ReadonlySet<string>> {
-  const res = await gateway.call(
-    'access.get',
-    call.dashboardToken!,
-    call.principal.agencyId,
-    {},
-    call.requestId,
-  );
-  if (res.status === 401) throw new ExchangeRefused('The connection behind this token has ended');
-  if (res.status === 503) call.unavailable = unavailableMessage(res);
-  if (res.status !== 200) return new Set();
-  return new Set((res.body as Access).permissions);
+async function permissionsNow(
+  gateway: DashboardGateway,
+  call: AgencyCall,
+  inbound: string,
+): Promise<ReadonlySet<string>> {
+  // A 401 or 503 is marked on the call: the endpoint answers it before the SDK lists anything.
+  const res = await gateway.callFor(call, inbound, 'access.get', {});
+  return new Set(res.status === 200 ? (res.body as Access).permissions : []);
 }

@@ -7,8 +7,7 @@ import {
   type StandardSchemaWithJSON,
 } from '@modelcontextprotocol/server';
 import { z } from 'zod';
-import type { DashboardApiResponse } from '../dashboard-api/plugin.js';
-import { type ErrorBody, UNAVAILABLE_MESSAGE } from '../http/errors.js';
+import type { ErrorBody } from '../http/errors.js';
 import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import { precompiledSchema, sharedJsonSchemaValidator } from '../mcp-kit/schema-validator.js';
 import { type AgencyCall, agencyCallOf } from './auth.js';
@@ -130,20 +129,9 @@ async function runTool(
   call: ServerContext,
 ): Promise<CallToolResult> {
   const caller = agencyCallOf(call.http?.authInfo);
-  if (!caller.dashboardToken) throw new Error('tools/call reached the handler without an exchanged token');
-  const res = await gateway.call(
-    tool.operation,
-    caller.dashboardToken,
-    caller.principal.agencyId,
-    args,
-    caller.requestId,
-  );
+  // A 401 or 503 is marked on the caller: the endpoint then answers it instead of this tool error.
+  const res = await gateway.callFor(caller, call.http?.authInfo?.token ?? '', tool.operation, args);
   if (res.status < 300) return toolResult(res.body as Record<string, unknown>);
-  const error = (res.body as ErrorBody).error;
-  // The grant has ended (revoked on another instance, or expired): the endpoint answers 401, not this tool error;
-  // a dependency is down: 503, as every other request meeting the outage is answered.
-  if (res.status === 401) refuse(gateway, caller, call.http?.authInfo?.token ?? '', error.message);
-  if (res.status === 503) caller.unavailable = unavailableMessage(res);
   return toolError(res.body as ErrorBody);
 }
 
@@ -155,17 +143,6 @@ export function toolError(body: ErrorBody) {
     content: [{ type: 'text' as const, text: `${message} (${code}${param ? `, ${param}` : ''})` }],
     isError: true,
   };
-}
-
-/** What a client is told when the dashboard API could not serve a call for a dependency's outage. */
-export function unavailableMessage(res: DashboardApiResponse): string {
-  return (res.body as Partial<ErrorBody>).error?.message ?? UNAVAILABLE_MESSAGE;
-}
-
-/** Marks the call refused (answered 401 by the endpoint) and forgets what was cached for its token. */
-export function refuse(gateway: DashboardGateway, caller: AgencyCall, token: string, message: string): void {
-  caller.refused = message;
-  gateway.forget(token, caller.principal.connectionId);
 }
 
 /** A tool's success: the object as structured content and a short text rendering of it. */
