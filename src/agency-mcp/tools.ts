@@ -24,7 +24,7 @@ import {
   TaskSchema,
 } from '../dashboard-api/resources.js';
 import { AGENCY_TOOL_PERMISSIONS, type AgencyToolName } from '../domain/agency-tools.js';
-import type { Permission } from '../domain/permissions.js';
+import { isWritePermission, type Permission } from '../domain/permissions.js';
 
 /**
  * The agency MCP server's tools (docs/contract.md#agency-mcp-server) as data: what `tools/list` shows (name, title, description, input and
@@ -43,7 +43,10 @@ export interface AgencyToolDefinition {
    * call is a tool error.
    */
   permission: Permission;
-  /** Write tools need the `agency:mcp:write` scope (docs/contract.md#tokens: 403 insufficient_scope without it). */
+  /**
+   * Whether its permission is a write permission: write tools need the `agency:mcp:write` scope
+   * (docs/contract.md#tokens: 403 insufficient_scope without it).
+   */
   write: boolean;
   operation: OperationId;
 }
@@ -71,7 +74,7 @@ const UPDATE: ToolAnnotations = {
 const PAGING =
   'Returns one page (limit, default 20, at most 100); pass next_cursor as cursor for the next page.';
 
-const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
+const TOOLS: readonly Omit<AgencyToolDefinition, 'permission' | 'write'>[] = [
   {
     name: 'get_agency',
     title: 'Get the agency',
@@ -79,7 +82,6 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: z.strictObject({}),
     outputSchema: AgencySchema,
     annotations: READ,
-    write: false,
     operation: 'agency.get',
   },
   {
@@ -89,7 +91,6 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: ListInput,
     outputSchema: listSchema(MemberSchema),
     annotations: READ,
-    write: false,
     operation: 'members.list',
   },
   {
@@ -99,7 +100,6 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: z.strictObject({ member_id: ids.member }),
     outputSchema: MemberSchema,
     annotations: READ,
-    write: false,
     operation: 'members.get',
   },
   {
@@ -109,7 +109,6 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: ListInput,
     outputSchema: listSchema(ClientSchema),
     annotations: READ,
-    write: false,
     operation: 'clients.list',
   },
   {
@@ -119,7 +118,6 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: z.strictObject({ client_id: ids.client }),
     outputSchema: ClientSchema,
     annotations: READ,
-    write: false,
     operation: 'clients.get',
   },
   {
@@ -129,7 +127,6 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: ListProjectsInput,
     outputSchema: listSchema(ProjectSchema),
     annotations: READ,
-    write: false,
     operation: 'projects.list',
   },
   {
@@ -139,7 +136,6 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: z.strictObject({ project_id: ids.project }),
     outputSchema: ProjectSchema,
     annotations: READ,
-    write: false,
     operation: 'projects.get',
   },
   {
@@ -149,7 +145,6 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: ListTasksInput,
     outputSchema: listSchema(TaskSchema),
     annotations: READ,
-    write: false,
     operation: 'tasks.list',
   },
   {
@@ -159,7 +154,6 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: CreateClientInput,
     outputSchema: ClientSchema,
     annotations: CREATE,
-    write: true,
     operation: 'clients.create',
   },
   {
@@ -170,7 +164,6 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: UpdateClientFields.extend({ client_id: ids.client }),
     outputSchema: ClientSchema,
     annotations: UPDATE,
-    write: true,
     operation: 'clients.update',
   },
   {
@@ -180,7 +173,6 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: CreateProjectInput,
     outputSchema: ProjectSchema,
     annotations: CREATE,
-    write: true,
     operation: 'projects.create',
   },
   {
@@ -191,7 +183,6 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: UpdateProjectFields.extend({ project_id: ids.project }),
     outputSchema: ProjectSchema,
     annotations: UPDATE,
-    write: true,
     operation: 'projects.update',
   },
   {
@@ -201,7 +192,6 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: CreateTaskInput,
     outputSchema: TaskSchema,
     annotations: CREATE,
-    write: true,
     operation: 'tasks.create',
   },
   {
@@ -212,7 +202,6 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: UpdateTaskFields.extend({ task_id: ids.task }),
     outputSchema: TaskSchema,
     annotations: UPDATE,
-    write: true,
     operation: 'tasks.update',
   },
   {
@@ -222,15 +211,14 @@ const TOOLS: readonly Omit<AgencyToolDefinition, 'permission'>[] = [
     inputSchema: AddNoteInput,
     outputSchema: NoteSchema,
     annotations: CREATE,
-    write: true,
     operation: 'notes.create',
   },
 ];
 
-export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = TOOLS.map((tool) => ({
-  ...tool,
-  permission: AGENCY_TOOL_PERMISSIONS[tool.name],
-}));
+export const AGENCY_TOOLS: readonly AgencyToolDefinition[] = TOOLS.map((tool) => {
+  const permission = AGENCY_TOOL_PERMISSIONS[tool.name];
+  return { ...tool, permission, write: isWritePermission(permission) };
+});
 
 export const WRITE_TOOL_NAMES: ReadonlySet<string> = new Set(
   AGENCY_TOOLS.filter((t) => t.write).map((t) => t.name),

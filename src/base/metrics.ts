@@ -11,7 +11,8 @@ export interface CacheCounter {
 }
 
 /** How a refresh-token presentation ended (docs/contract.md#tokens). */
-export type RefreshOutcome = 'rotated' | 'grace_replay' | 'reuse_detected';
+export const REFRESH_OUTCOMES = ['rotated', 'grace_replay', 'reuse_detected'] as const;
+export type RefreshOutcome = (typeof REFRESH_OUTCOMES)[number];
 
 export interface Metrics {
   /** One answered HTTP request; `route` is the route pattern (bounded), never the raw path. */

@@ -5,7 +5,7 @@ import type { Database } from '../store/schema.js';
 import { createPendingConnection, type NewConnection } from './connections.js';
 
 /** docs/contract.md#limits: authorization codes live 60 seconds and are single use. */
-export const CODE_TTL_MS = 60_000;
+const CODE_TTL_MS = 60_000;
 
 /** A member's consent, bound to the request it answers (RFC 6749 §4.1.2, RFC 7636 §4.4, RFC 8707 §2). */
 export interface ConsentedGrant extends Omit<NewConnection, 'pendingUntil'> {

@@ -1,17 +1,17 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { CacheCounter, Metrics, RefreshOutcome } from '../base/metrics.js';
-import { type Config, urlHost } from '../config/config.js';
+import { type CacheCounter, type Metrics, REFRESH_OUTCOMES, type RefreshOutcome } from '../base/metrics.js';
+import { type Config, SURFACES, urlHost } from '../config/config.js';
 import { REVOKE_REASONS } from '../domain/connections.js';
 import type { PoolStats } from '../store/database.js';
+import { PARSER_REFUSAL_STATUSES } from './server.js';
 
 /** The label of every request no route matched: one value, whatever path was asked (bounded cardinality). */
-export const UNMATCHED_ROUTE = '(unmatched)';
+const UNMATCHED_ROUTE = '(unmatched)';
 
 /** Seconds; from a cached token check (well under a millisecond) to a request waiting out a dependency bound. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
-const REFRESH_OUTCOMES: readonly RefreshOutcome[] = ['rotated', 'grace_replay', 'reuse_detected'];
 const CACHES = ['token', 'session_liveness', 'connection_liveness', 'user'] as const;
 
 interface RequestSeries {
@@ -109,6 +109,8 @@ export class PrometheusMetrics implements Metrics {
     // Every known label value starts at 0, so a rate() or an alert sees the series before its first event.
     for (const outcome of REFRESH_OUTCOMES) this.refreshes.labels(outcome).inc(0);
     for (const reason of REVOKE_REASONS) this.revoked.labels(reason).inc(0);
+    for (const surface of SURFACES)
+      for (const status of PARSER_REFUSAL_STATUSES) this.unparsed.labels(surface, String(status)).inc(0);
   }
 
   httpRequest(

@@ -224,6 +224,25 @@ function capConnectionsPerPeer(app: FastifyInstance, max: number, log: FastifyBa
   });
 }
 
+type ParserRefusal = [status: number, code: ErrorCode, reason: string, message: string];
+
+/** How each refusal of Node's HTTP parser is answered, by its error code; anything else is a 400. */
+const PARSER_REFUSALS: Record<string, ParserRefusal> = {
+  HPE_HEADER_OVERFLOW: [
+    431,
+    'headers_too_large',
+    'Request Header Fields Too Large',
+    'The request headers are too large',
+  ],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'request_timeout', 'Request Timeout', 'The request was not sent in time'],
+};
+const BAD_SYNTAX: ParserRefusal = [400, 'invalid_request', 'Bad Request', 'The request could not be parsed'];
+
+/** Every status a request refused by the parser can get (the metrics export each from the start). */
+export const PARSER_REFUSAL_STATUSES = [...Object.values(PARSER_REFUSALS), BAD_SYNTAX].map(
+  ([status]) => status,
+);
+
 /** Node's parser refused the request (headers too large, bad syntax): answer in the error shape, then close. */
 function writeConnectionError(
   log: FastifyBaseLogger,
@@ -236,12 +255,7 @@ function writeConnectionError(
     return;
   }
   const requestId = newId('req');
-  const [status, code, reason, message]: [number, ErrorCode, string, string] =
-    err.code === 'HPE_HEADER_OVERFLOW'
-      ? [431, 'headers_too_large', 'Request Header Fields Too Large', 'The request headers are too large']
-      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? [408, 'request_timeout', 'Request Timeout', 'The request was not sent in time']
-        : [400, 'invalid_request', 'Bad Request', 'The request could not be parsed'];
+  const [status, code, reason, message] = PARSER_REFUSALS[err.code ?? ''] ?? BAD_SYNTAX;
   log.info({ request_id: requestId, err_code: err.code }, 'connection error');
   (o.metrics ?? NO_METRICS).unparsedRequest(o.surface, status);
   const error = new ApiError(code, message);

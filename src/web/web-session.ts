@@ -5,8 +5,7 @@ import { PageError } from './html.js';
 import { randomSecret, safeEqual } from '../base/secrets.js';
 
 /**
- * The browser side of sign-in, shared by the authorization endpoint, the sign-in page, the member pages and the
- * dashboard API: a session cookie holding a browser session token (the `sid` it names must be live), and CSRF
+ * The browser side of sign-in, shared by the authorization endpoint, the sign-in page and the member pages: a session cookie holding a browser session token (the `sid` it names must be live), and CSRF
  * protection by a double-submitted random token plus an Origin check. Cookies are HttpOnly, SameSite=Lax, and Secure
  * with the `__Host-` prefix when the pages are served over https.
  */
@@ -33,7 +32,7 @@ const CSRF_TTL_SECONDS = 24 * 3600;
  * The service's own cookies of a request. Other sites' cookies on the same host (analytics and the like) are never
  * decoded, so a malformed one (`_ga=GA1.1.100%`) cannot break a page; a value of ours in another shape is ignored.
  */
-export function readCookies(request: FastifyRequest): Record<string, string> {
+function readCookies(request: FastifyRequest): Record<string, string> {
   const out: Record<string, string> = {};
   for (const part of (request.headers.cookie ?? '').split(';')) {
     const i = part.indexOf('=');

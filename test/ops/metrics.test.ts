@@ -90,7 +90,18 @@ describe(`metrics on METRICS_PORT (${ENGINE})`, () => {
 
   it('counts requests the HTTP parser refused before routing, by surface and status', async () => {
     const labels = { surface: 'api', status: '431' };
-    const before = value(await scrape(), 'svc_http_unparsed_requests_total', labels);
+    const first = await scrape();
+    // Every surface and status is a series from the start (at 0), so an alert on its rate sees it before the first.
+    const series = (l: Record<string, string>) =>
+      first.some(
+        (s) =>
+          s.name === 'svc_http_unparsed_requests_total' &&
+          s.labels['surface'] === l['surface'] &&
+          s.labels['status'] === l['status'],
+      );
+    expect(series({ surface: 'agency-mcp', status: '408' })).toBe(true);
+    expect(series({ surface: 'auth', status: '400' })).toBe(true);
+    const before = value(first, 'svc_http_unparsed_requests_total', labels);
     const res = await rawRequest(`${server.url.api}/me`, { headers: [['X-Padding', 'a'.repeat(64 * 1024)]] });
     expect(res.status).toBe(431);
     expect(value(await scrape(), 'svc_http_unparsed_requests_total', labels)).toBe(before + 1);
