@@ -4,7 +4,7 @@ import { urls } from '../context.js';
 import { listMemberships } from '../domain/agencies.js';
 import { issueAuthorizationCode } from '../domain/authorization-codes.js';
 import { pruneExpiredGrantsHourly } from '../domain/connections.js';
-import { findUserById } from '../domain/users.js';
+import { signedInNav } from '../web/web-session.js';
 import { PageError } from '../web/html.js';
 import { contentSecurityPolicy, sendPage } from '../web/page-scope.js';
 import {
@@ -116,9 +116,8 @@ class AuthorizationFlow {
     return (await this.ctx.webSessions.currentUser(request))?.userId;
   }
 
-  async nav(request: FastifyRequest, reply: FastifyReply, userId: string) {
-    const username = (await findUserById(this.ctx.db, userId))?.username ?? '';
-    return { signedInAs: username, csrf: this.ctx.webSessions.csrfToken(request, reply) };
+  nav(request: FastifyRequest, reply: FastifyReply, userId: string) {
+    return signedInNav(this.ctx.db, this.ctx.webSessions, request, reply, userId);
   }
 
   /** The redirect URI with response parameters and `iss` (RFC 9207 §2), keeping its own query (RFC 6749 §3.1.2). */

@@ -1,10 +1,10 @@
 import type { MembershipView } from '../domain/agencies.js';
 import { isWritePermission, PERMISSION_LABELS, type Permission } from '../domain/permissions.js';
 import { SCOPE_LABELS, SCOPES } from '../domain/scopes.js';
-import { markup } from '../web/html.js';
+import { lowerFirst, markup } from '../web/html.js';
 import { dateLabel } from '../web/when.js';
 import type { AuthorizationRequest } from './authorization-request.js';
-import { clientHost } from './clients/registry.js';
+import { CLIENT_TRUST, clientHost } from './clients/registry.js';
 import type { ConsentModel, ExistingConnection } from './consent.js';
 import { isLoopbackRedirect } from './redirect-uri.js';
 
@@ -73,20 +73,13 @@ ${m.writeRefusal ? markup`<p class="muted">${m.writeRefusal}</p>` : ''}
 </form>`;
 }
 
-/** How far the client's name can be trusted: known to the operator, tied to a web address, or self-declared. */
-const VERIFICATION: Record<AuthorizationRequest['client']['kind'], string> = {
-  preregistered: 'Verified: a known application, registered by the operator of this service.',
-  cimd: 'Identified by its web address: its name comes from a document published on that site.',
-  dcr: 'Not verified: this application registered itself, so its name is only what it says it is. Check the address you are sent back to.',
-};
-
 /** The application, its host, whether its name is verified, where the answer goes, and the agency. */
 function whoAsksView(req: AuthorizationRequest, m: ConsentModel): Markup {
   const host = clientHost(req.client);
   const redirect = new URL(req.redirectUri);
   const redirectHost = redirect.host || `${redirect.protocol}`;
   return markup`<p><strong>${appName(req)}</strong>${host ? markup` <span class="muted">(${host})</span>` : ''} wants to act for you${m.agency ? markup` in <strong>${m.agency.name}</strong>${m.role ? markup` <span class="muted">(your role: ${m.role})</span>` : ''}` : ''}.</p>
-<p class="${req.client.kind === 'dcr' ? 'warning' : 'muted'}">${VERIFICATION[req.client.kind]}</p>
+<p class="${req.client.kind === 'dcr' ? 'warning' : 'muted'}">${CLIENT_TRUST[req.client.kind].sentence}</p>
 <p>After you decide, you go back to <strong>${redirectHost}</strong>.</p>
 ${isLoopbackRedirect(req.redirectUri) ? markup`<p class="warning" role="note">This application receives the answer on your own computer (${redirectHost}). Continue only if you started this from an application running on this device.</p>` : ''}`;
 }
@@ -95,14 +88,12 @@ ${isLoopbackRedirect(req.redirectUri) ? markup`<p class="warning" role="note">Th
 function changeView(req: AuthorizationRequest, m: ConsentModel, existing: ExistingConnection): Markup {
   const adds = m.offered.filter((p) => !existing.permissions.includes(p));
   const drops = existing.permissions.filter((p) => !m.offered.includes(p));
-  const words = (list: Permission[]) => list.map((p) => lower(PERMISSION_LABELS[p])).join(', ');
+  const words = (list: Permission[]) => list.map((p) => lowerFirst(PERMISSION_LABELS[p])).join(', ');
   const what = existing.permissions.some(isWritePermission) ? 'read and write access' : 'read access';
   return markup`<p class="notice" role="note"><strong>${appName(req)}</strong> is already connected${m.agency ? markup` to ${m.agency.name}` : ''} with ${what}, since ${dateLabel(existing.since)}.
 ${adds.length ? markup` Allowing this adds: ${words(adds)}.` : ''}${drops.length ? markup` It would no longer: ${words(drops)}.` : ''}${adds.length + drops.length === 0 ? ' Allowing this changes nothing it may do.' : ''}
 What you allow here replaces what it was allowed before.</p>`;
 }
-
-const lower = (s: string) => s.charAt(0).toLowerCase() + s.slice(1);
 
 function ceilingView(req: AuthorizationRequest, m: ConsentModel): Markup | '' {
   if (m.offered.length === 0) return '';

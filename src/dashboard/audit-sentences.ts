@@ -1,5 +1,6 @@
 import type { AuditEntry } from '../domain/audit.js';
 import { isPermission, PERMISSION_LABELS } from '../domain/permissions.js';
+import { lowerFirst } from '../web/html.js';
 
 /**
  * Audit events as sentences a member reads: who did what to whom, with application names, never ids. Each event
@@ -27,14 +28,13 @@ interface Detail {
 }
 
 const someone = 'someone';
-const lower = (s: string) => s.charAt(0).toLowerCase() + s.slice(1);
 
 /** "linus's" — the possessive of a username. */
 const possessive = (name: string) => `${name}'s`;
 
 /** Words for what a narrowing took away: "create and change clients, add notes". */
 function removedWords(removed: string[] | undefined): string {
-  const words = (removed ?? []).filter(isPermission).map((p) => lower(PERMISSION_LABELS[p]));
+  const words = (removed ?? []).filter(isPermission).map((p) => lowerFirst(PERMISSION_LABELS[p]));
   return words.length ? words.join(', ') : 'some of what it could do';
 }
 

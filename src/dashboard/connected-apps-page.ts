@@ -1,7 +1,8 @@
 import { PERMISSION_LABELS } from '../domain/permissions.js';
 import { SCOPE_LABELS } from '../domain/scopes.js';
 import { parseList } from '../domain/permissions.js';
-import { markup } from '../web/html.js';
+import { CLIENT_TRUST } from '../auth/clients/registry.js';
+import { lowerFirst, markup } from '../web/html.js';
 import { timeView } from '../web/when.js';
 import type { AppGroup, ConnectedApp, ConnectedAppsPage } from './dashboard-data.js';
 import { noticeView } from './notices.js';
@@ -49,17 +50,10 @@ function agencyLinks(agencyId: string, role: string): Markup {
   return markup`<p class="muted">Your role: ${role} · <a href="${base}/members">Members</a> · <a href="${base}/settings">Settings</a> · <a href="${base}/history">History</a></p>`;
 }
 
-/** How far an application's name can be trusted, in a word. */
-const TRUST: Record<string, string> = {
-  preregistered: 'Verified',
-  cimd: 'Identified by its web address',
-  dcr: 'Not verified',
-};
-
 function appView(app: ConnectedApp, csrf: string, now: number): Markup {
   const { connection: c, client } = app;
   return markup`<li class="app" id="app-${c.id}">
-  <p class="app-head"><strong>${client.name}</strong>${client.host ? markup` <span class="muted">${client.host}</span>` : ''}${client.kind ? markup` <span class="badge">${TRUST[client.kind]}</span>` : ''}</p>
+  <p class="app-head"><strong>${client.name}</strong>${client.host ? markup` <span class="muted">${client.host}</span>` : ''}${client.kind ? markup` <span class="badge">${CLIENT_TRUST[client.kind].word}</span>` : ''}</p>
   <p>${mayDoSentence(app)}</p>
   <p class="muted">Connected ${timeView(c.created_at, now)} · Last used ${timeView(c.last_used_at, now)}</p>
   <details><summary>Technical details</summary>
@@ -84,5 +78,5 @@ function mayDoSentence(app: ConnectedApp): string {
     : parseList(app.connection.scopes).map((s) => SCOPE_LABELS[s] ?? s);
   if (words.length === 0)
     return 'It may do nothing at the moment: your role or the agency settings leave it no permission.';
-  return `It may: ${words.map((w) => w.charAt(0).toLowerCase() + w.slice(1)).join(', ')}.`;
+  return `It may: ${words.map(lowerFirst).join(', ')}.`;
 }

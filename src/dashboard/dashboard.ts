@@ -11,10 +11,9 @@ import {
 } from '../domain/agencies.js';
 import { endConnection, findConnection } from '../domain/connections.js';
 import { isRole } from '../domain/permissions.js';
-import { findUserById } from '../domain/users.js';
 import { PageError } from '../web/html.js';
 import { sendPage } from '../web/page-scope.js';
-import type { WebUser } from '../web/web-session.js';
+import { signedInNav, type WebUser } from '../web/web-session.js';
 import { agencyPageTitle, historyView, membersView, settingsView } from './agency-pages.js';
 import { CONNECTED_APPS_TITLE, connectedAppsView } from './connected-apps-page.js';
 import { loadConnectedApps, loadHistory, loadMembers, loadSettings } from './dashboard-data.js';
@@ -113,9 +112,12 @@ function memberPage(ctx: AppContext) {
   ): Promise<FastifyReply> => {
     const user = await requireUser(ctx, request, reply);
     if (!user) return reply;
-    const csrf = ctx.webSessions.csrfToken(request, reply);
-    const [title, body] = await render(user.userId, csrf, (request.query as Record<string, unknown>)['done']);
-    const nav = { signedInAs: (await findUserById(ctx.db, user.userId))?.username ?? '', csrf };
+    const nav = await signedInNav(ctx.db, ctx.webSessions, request, reply, user.userId);
+    const [title, body] = await render(
+      user.userId,
+      nav.csrf,
+      (request.query as Record<string, unknown>)['done'],
+    );
     return sendPage(reply, 200, title, body, nav);
   };
 }

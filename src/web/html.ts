@@ -35,6 +35,9 @@ function render(v: unknown): string {
 
 export const raw = (s: string): Html => new Html(s);
 
+/** "See clients" → "see clients": a label placed inside a sentence. */
+export const lowerFirst = (s: string): string => s.charAt(0).toLowerCase() + s.slice(1);
+
 export function layout(o: {
   title: string;
   body: Html;

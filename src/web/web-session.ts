@@ -1,11 +1,15 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Kysely } from 'kysely';
 import { sessionKindOf } from '../domain/sessions.js';
+import { findUserById } from '../domain/users.js';
+import type { Database } from '../store/schema.js';
 import { TokenError, type TokenVerifier } from '../tokens/verifier.js';
 import { PageError } from './html.js';
 import { randomSecret, safeEqual } from '../base/secrets.js';
 
 /**
- * The browser side of sign-in, shared by the authorization endpoint, the sign-in page and the member pages: a session cookie holding a browser session token (the `sid` it names must be live), and CSRF
+ * The browser side of sign-in, shared by the authorization endpoint, the sign-in page and the member pages: a
+ * session cookie holding a browser session token (the `sid` it names must be live), and CSRF
  * protection by a double-submitted random token plus an Origin check. Cookies are HttpOnly, SameSite=Lax, and Secure
  * with the `__Host-` prefix when the pages are served over https.
  */
@@ -120,4 +124,16 @@ export class WebSessions {
       );
     }
   }
+}
+
+/** The header of a page for a signed-in user: who is signed in, and the CSRF token its sign-out form carries. */
+export async function signedInNav(
+  db: Kysely<Database>,
+  sessions: WebSessions,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  userId: string,
+): Promise<{ signedInAs: string; csrf: string }> {
+  const username = (await findUserById(db, userId))?.username ?? '';
+  return { signedInAs: username, csrf: sessions.csrfToken(request, reply) };
 }

@@ -139,6 +139,26 @@ export class ClientRegistry {
   }
 }
 
+/**
+ * How far a client's name can be trusted, by its kind: known to the operator, tied to a web address, or self-declared.
+ * `word` for a badge (Connected apps), `sentence` where the member decides (consent).
+ */
+export const CLIENT_TRUST: Record<ResolvedClient['kind'], { word: string; sentence: string }> = {
+  preregistered: {
+    word: 'Verified',
+    sentence: 'Verified: a known application, registered by the operator of this service.',
+  },
+  cimd: {
+    word: 'Identified by its web address',
+    sentence: 'Identified by its web address: its name comes from a document published on that site.',
+  },
+  dcr: {
+    word: 'Not verified',
+    sentence:
+      'Not verified: this application registered itself, so its name is only what it says it is. Check the address you are sent back to.',
+  },
+};
+
 /** The host a client is known by on the consent page: its metadata URL host, else its client_uri host. */
 export function clientHost(client: Pick<ResolvedClient, 'kind' | 'clientId' | 'clientUri'>): string | undefined {
   const source = client.kind === 'cimd' ? client.clientId : client.clientUri;
