@@ -81,7 +81,7 @@ export async function authSurface(
 
   // Pages: authorization endpoint, sign-in, consent, dashboard.
   await app.register(async (pages) => {
-    pageScope(pages, ctx);
+    pageScope(pages);
     await member.signIn(pages);
     await authorizeRoutes(pages, ctx, registry);
     await member.dashboard(pages, registry);

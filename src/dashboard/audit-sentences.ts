@@ -15,7 +15,6 @@ export interface AuditNames {
 }
 
 interface Detail {
-  client_id?: string;
   reason?: string;
   from?: string;
   to?: string;
@@ -49,8 +48,7 @@ export function auditSentence(e: AuditEntry, names: AuditNames): string {
   const d = JSON.parse(e.detail) as Detail;
   const actor = e.actor_username ?? someone;
   const member = e.member_username ?? 'a former member';
-  const clientId = e.client_id ?? d.client_id;
-  const app = clientId ? names.app(clientId) : 'an application';
+  const app = e.client_id ? names.app(e.client_id) : 'an application';
   /** "Planner Bot" when the member did it themself, else "grace's Planner Bot" (whose connection it is). */
   const whoseApp =
     e.actor_username && e.actor_username === e.member_username ? app : `${possessive(member)} ${app}`;

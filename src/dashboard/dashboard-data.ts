@@ -131,12 +131,7 @@ export async function loadHistory(
     ...(wholeAgency ? {} : { memberId: page.current.member.id }),
     limit: HISTORY_PAGE,
   });
-  const clientIds = new Set<string>();
-  for (const e of events) {
-    const id = e.client_id ?? (JSON.parse(e.detail) as { client_id?: string }).client_id;
-    if (id) clientIds.add(id);
-  }
-  const clients = await registry.describeAll(clientIds);
+  const clients = await registry.describeAll(events.flatMap((e) => (e.client_id ? [e.client_id] : [])));
   // A registration no longer stored has no name to show: the sentence says "an application", never its id.
   const known = [...clients].filter(([, client]) => client.kind !== undefined);
   const appNames = new Map(known.map(([id, client]) => [id, client.name]));

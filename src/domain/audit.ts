@@ -55,7 +55,7 @@ export async function audit(
 export interface AuditEntry extends AuditRow {
   actor_username: string | null;
   member_username: string | null;
-  /** The client of the connection the event is about, if any. */
+  /** The client the event is about: its connection's, or, the connection row gone, the one the event recorded. */
   client_id: string | null;
 }
 
@@ -65,7 +65,7 @@ export interface AuditEntry extends AuditRow {
  * `memberId`, only those about that member. The joins are by primary key, so the cost is the index walk for `limit`
  * rows, whatever the table's size.
  */
-export function listAuditHistory(
+export async function listAuditHistory(
   db: Kysely<Database>,
   o: { agencyId: string; memberId?: string; limit?: number },
 ): Promise<AuditEntry[]> {
@@ -79,9 +79,11 @@ export function listAuditHistory(
     .select(['actor.username as actor_username', 'subject.username as member_username', 'c.client_id'])
     .where('e.agency_id', '=', o.agencyId);
   if (o.memberId) q = q.where('e.member_id', '=', o.memberId);
-  return q
+  const rows = await q
     .orderBy('e.created_at', 'desc')
     .orderBy('e.id', 'desc')
     .limit(o.limit ?? 50)
     .execute();
+  for (const e of rows) e.client_id ??= (JSON.parse(e.detail) as { client_id?: string }).client_id ?? null;
+  return rows;
 }

@@ -71,22 +71,13 @@ export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptio
   renderErrors(app, {
     classified: (error, request, reply) =>
       sendJsonRpcError(request, reply, error.status, ...jsonRpcOf(error)),
-    routeMiss: (miss, request, reply) =>
-      miss.kind === 'route_not_found'
-        ? sendJsonRpcError(
-            request,
-            reply,
-            404,
-            JSON_RPC_ERRORS.serverError,
-            `Not Found: no route for ${miss.path}`,
-          )
-        : sendJsonRpcError(
-            request,
-            reply,
-            405,
-            JSON_RPC_ERRORS.serverError,
-            `Method not allowed: use ${miss.allowed.join(', ')} on ${miss.path}`,
-          ),
+    routeMiss: (miss, request, reply) => {
+      const [status, message] =
+        miss.kind === 'route_not_found'
+          ? [404, `Not Found: no route for ${miss.path}`]
+          : [405, `Method not allowed: use ${miss.allowed.join(', ')} on ${miss.path}`];
+      return sendJsonRpcError(request, reply, status, JSON_RPC_ERRORS.serverError, message);
+    },
   });
   app.route({
     method: MCP_METHODS,

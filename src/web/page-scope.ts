@@ -16,7 +16,7 @@ export function contentSecurityPolicy(formAction: string[] = ["'self'"]): string
 }
 
 /** Makes an encapsulated scope serve HTML pages: form bodies, security headers, errors rendered as pages. */
-export function pageScope(app: FastifyInstance, _ctx?: unknown): void {
+export function pageScope(app: FastifyInstance): void {
   acceptForms(app);
   app.addHook('onSend', async (_request, reply, payload) => {
     if (!reply.hasHeader('content-security-policy'))

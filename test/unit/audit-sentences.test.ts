@@ -18,7 +18,8 @@ const entry = (
   created_at: 0,
   actor_username: 'ada',
   member_username: 'grace',
-  client_id: null,
+  // As listAuditHistory resolves it: the connection's client, else the one the event recorded.
+  client_id: (o.detail as { client_id?: string } | undefined)?.client_id ?? null,
   ...o,
   detail: JSON.stringify(o.detail ?? {}),
 });
