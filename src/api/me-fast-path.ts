@@ -5,6 +5,7 @@ import type { UserRow } from '../domain/users.js';
 import type { FastResponse, RawFastPath } from '../http/server.js';
 import type { Principal } from '../tokens/verifier.js';
 import { VERSION_HEADER } from '../versions/registry.js';
+import { pinnedVersion } from '../versions/resolve.js';
 import { ME_ACCEPTS, ME_SCOPE, meBody } from './me.js';
 
 /**
@@ -43,7 +44,7 @@ function cachedCaller(ctx: AppContext, request: IncomingMessage): CachedCaller |
   if (!principal || (principal.kind === 'oauth' && !principal.scopes.has(ME_SCOPE))) return undefined;
   const user = ctx.users.peek(principal.userId);
   if (!user) return undefined;
-  const version = requested ?? pinnedVersion(ctx, principal, user.api_version);
+  const version = requested ?? cachedPinnedVersion(ctx, principal, user.api_version);
   if (version === undefined) return undefined;
   return { principal, user, version };
 }
@@ -57,14 +58,14 @@ function validVersion(ctx: AppContext, rawHeaders: string[]): string | undefined
   }
 }
 
-/** versions/resolve.ts without a header, from the caches only: undefined when the client's pin is not cached. */
-function pinnedVersion(ctx: AppContext, principal: Principal, userPin: string | null): string | undefined {
-  if (principal.kind === 'oauth') {
-    const clientPin = ctx.clientPins.peek(principal.clientId);
-    if (clientPin === undefined) return undefined;
-    if (ctx.versions.has(clientPin)) return clientPin;
-  }
-  return ctx.versions.has(userPin) ? userPin : ctx.versions.baseline;
+/** versions/resolve.ts's rule without a header, from the caches only: undefined when the client's pin is not cached. */
+function cachedPinnedVersion(
+  ctx: AppContext,
+  principal: Principal,
+  userPin: string | null,
+): string | undefined {
+  const clientPin = principal.kind === 'oauth' ? ctx.clientPins.peek(principal.clientId) : null;
+  return clientPin === undefined ? undefined : pinnedVersion(ctx.versions, clientPin, userPin);
 }
 
 const BEARER_PREFIX = /^bearer /i;

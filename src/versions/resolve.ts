@@ -13,10 +13,17 @@ export async function resolveVersion(
   userPin: string | null,
 ): Promise<string> {
   if (requested) return requested;
-  if (principal.kind === 'oauth') {
-    const clientPin = await ctx.clientPins.get(principal.clientId);
-    if (ctx.versions.has(clientPin)) return clientPin;
-  }
-  if (ctx.versions.has(userPin)) return userPin;
-  return ctx.versions.baseline;
+  const clientPin = principal.kind === 'oauth' ? await ctx.clientPins.get(principal.clientId) : null;
+  return pinnedVersion(ctx.versions, clientPin, userPin);
+}
+
+/** The rule without a header: the OAuth client's pin (null for other callers), then the user's, then the baseline. */
+export function pinnedVersion(
+  versions: VersionRegistry,
+  clientPin: string | null,
+  userPin: string | null,
+): string {
+  if (versions.has(clientPin)) return clientPin;
+  if (versions.has(userPin)) return userPin;
+  return versions.baseline;
 }
