@@ -80,7 +80,7 @@ class RequestLog extends LogController {
 
   /**
    * The metrics and the access line of one answered request, by Fastify (`log` is the request's logger) or by a
-   * surface's fast path (`log` is the server's, and the request's child with `requestId` is made only to log).
+   * surface's fast path (`log` is the server's, and `requestId` is written in the line).
    */
   record(
     log: FastifyBaseLogger,
@@ -95,8 +95,12 @@ class RequestLog extends LogController {
     const level = status >= 500 ? 'error' : status >= 400 ? 'info' : this.successLevel;
     if (!(log as unknown as Logger).isLevelEnabled(level)) return;
     const path = url.split('?', 1)[0];
-    const line = requestId === undefined ? log : log.child({ [this.requestIdLogLabel]: requestId });
-    line[level]({ method, route: route ?? null, path, status, ms: Math.round(elapsedMs) }, 'request');
+    const fields = { method, route: route ?? null, path, status, ms: Math.round(elapsedMs) };
+    // A fast path's line carries its request id in the line itself: no child logger made per request for it.
+    log[level](
+      requestId === undefined ? fields : { [this.requestIdLogLabel]: requestId, ...fields },
+      'request',
+    );
   }
 }
 
