@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REDIS_TIMEOUT_MS } from '../../src/http/rate-limit.js';
 import { ENGINE, freshDatabase, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 import { modernRequest } from '../helpers/mcp.js';
+import { MARGIN_MS, OPS_REDIS_URL, postSession, within } from '../helpers/ops.js';
 import { TcpForwarder } from '../helpers/tcp-forwarder.js';
 import { grant } from '../agency-mcp/helpers.js';
 
@@ -14,39 +15,16 @@ import { grant } from '../agency-mcp/helpers.js';
  * the configured bounds, the process must stay up, say so once in the log, and serve normally again by itself.
  */
 
-/**
- * Redis database 1, not 0: the rate-limit counters per client address outlive a test run, and these tests sign in
- * many times from 127.0.0.1, which would use up the per-address budget of the tests that count on database 0.
- */
-const REDIS_URL = new URL('/1', process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379').toString();
 const CONNECT_MS = 500;
 const STATEMENT_MS = 1000;
 /** The longest a request may wait for PostgreSQL (the client gives up a second after statement_timeout). */
 const PG_BOUND_MS = Math.max(CONNECT_MS, STATEMENT_MS + 1000);
-/** Generous room for a loaded machine on top of a bound (argon2 hashing, scheduling). */
-const MARGIN_MS = 2000;
 
 async function timed<T>(work: () => Promise<T>): Promise<{ value: T; ms: number }> {
   const started = performance.now();
   const value = await work();
   return { value, ms: performance.now() - started };
 }
-
-async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return false;
-}
-
-const postSession = (server: TestServer, username: string, password: string) =>
-  fetch(`${server.url.auth}/api/sessions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username, password }),
-  });
 
 /** A server on a fresh PostgreSQL schema reached through a forwarder the test can stall, with small bounds. */
 async function serverBehindForwarder(env: Record<string, string>) {
@@ -98,10 +76,10 @@ describe('PostgreSQL stalled behind a forwarder (always PostgreSQL)', () => {
     const answers = await Promise.all([
       timed(me),
       timed(me),
-      timed(() => postSession(server, 'ada', 'ada-demo-password')),
+      timed(() => postSession(server.url.auth, 'ada')),
       timed(me),
       timed(me),
-      timed(() => postSession(server, 'grace', 'grace-demo-password')),
+      timed(() => postSession(server.url.auth, 'grace')),
     ]);
     for (const { value: res, ms } of answers) {
       expect(res.status).toBe(503);
@@ -117,8 +95,8 @@ describe('PostgreSQL stalled behind a forwarder (always PostgreSQL)', () => {
     expect(await ready.json()).toEqual({ status: 'unavailable', checks: { database: 'down' } });
     expect((await fetch(`${server.url.api}/health`)).status).toBe(200);
     pg.resume();
-    expect(await until(async () => (await me()).status === 200, 10_000)).toBe(true);
-    expect((await postSession(server, 'ada', 'ada-demo-password')).status).toBe(201);
+    expect(await within(async () => (await me()).status === 200, 10_000)).toBeGreaterThanOrEqual(0);
+    expect((await postSession(server.url.auth, 'ada')).status).toBe(201);
     expect((await fetch(`${server.url.api}/ready`)).status).toBe(200);
     const lines = server.logs.lines.map((l) => l['msg']);
     expect(lines.filter((m) => m === 'database unavailable')).toHaveLength(1);
@@ -164,7 +142,9 @@ describe('agency MCP tool calls while PostgreSQL is stalled (always PostgreSQL)'
       expect(ms).toBeLessThan(PG_BOUND_MS + MARGIN_MS);
     }
     pg.resume();
-    expect(await until(async () => (await call('list_clients')).status === 200, 10_000)).toBe(true);
+    expect(
+      await within(async () => (await call('list_clients')).status === 200, 10_000),
+    ).toBeGreaterThanOrEqual(0);
     const lines = server.logs.lines.map((l) => l['msg']);
     expect(lines.filter((m) => m === 'database unavailable')).toHaveLength(1);
     expect(lines.filter((m) => m === 'dashboard API call failed' || m === 'unhandled error')).toEqual([]);
@@ -178,17 +158,17 @@ describe(`Redis stalled behind a forwarder (${ENGINE})`, () => {
   const perUsername = 3;
 
   beforeAll(async () => {
-    const url = new URL(REDIS_URL);
+    const url = new URL(OPS_REDIS_URL);
     redis = await TcpForwarder.start({ host: url.hostname, port: Number(url.port || 6379) });
     server = await startTestServer({
       env: {
-        REDIS_URL: redis.urlFor(REDIS_URL),
+        REDIS_URL: redis.urlFor(OPS_REDIS_URL),
         SIGNIN_LIMIT_PER_USERNAME: String(perUsername),
         // The per-address counter is shared by every test run against this Redis: out of the way here.
         SIGNIN_LIMIT_PER_IP: '1000000',
       },
     });
-    direct = new Redis(REDIS_URL, { lazyConnect: true });
+    direct = new Redis(OPS_REDIS_URL, { lazyConnect: true });
     await direct.connect();
   });
   afterAll(async () => {
@@ -202,7 +182,7 @@ describe(`Redis stalled behind a forwarder (${ENGINE})`, () => {
   const failures = async (n: number) => {
     const username = `nobody-${randomBytes(4).toString('hex')}`;
     const statuses: number[] = [];
-    for (let i = 0; i < n; i++) statuses.push((await postSession(server, username, 'wrong')).status);
+    for (let i = 0; i < n; i++) statuses.push((await postSession(server.url.auth, username, 'wrong')).status);
     const inRedis = await direct.get(`svc:signin-user-ip:${JSON.stringify([username, '127.0.0.1'])}`);
     return { statuses, inRedis };
   };
@@ -215,7 +195,7 @@ describe(`Redis stalled behind a forwarder (${ENGINE})`, () => {
   it('stalled: sign-in answers within the Redis bound on memory limits, /ready names redis, one warning', async () => {
     redis.stall();
     for (let i = 0; i < 3; i++) {
-      const { value: res, ms } = await timed(() => postSession(server, 'ada', 'ada-demo-password'));
+      const { value: res, ms } = await timed(() => postSession(server.url.auth, 'ada'));
       expect(res.status).toBe(201);
       expect(ms).toBeLessThan(REDIS_TIMEOUT_MS + MARGIN_MS);
     }
@@ -236,9 +216,9 @@ describe(`Redis stalled behind a forwarder (${ENGINE})`, () => {
 
   it('resumed: Redis is used again, and the log says so once', async () => {
     redis.resume();
-    expect(await until(async () => (await fetch(`${server.url.api}/ready`)).status === 200, 10_000)).toBe(
-      true,
-    );
+    expect(
+      await within(async () => (await fetch(`${server.url.api}/ready`)).status === 200, 10_000),
+    ).toBeGreaterThanOrEqual(0);
     expect(await failures(1)).toEqual({ statuses: [401], inRedis: '1' });
     expect(redisLines().map((l) => l['msg'])).toEqual([
       'redis (rate limits fall back to memory) unavailable',

@@ -14,6 +14,7 @@ import { KEY_ACTIVATION_DELAY_MS, KEY_REFRESH_INTERVAL_MS } from '../../src/toke
 import { connect, token } from '../auth/oauth-helpers.js';
 import { freshDatabase, type TestServer } from '../helpers/harness.js';
 import { RoundRobinProxy } from '../helpers/round-robin-proxy.js';
+import { MARGIN_MS, OPS_REDIS_URL, postSession, within } from '../helpers/ops.js';
 import { TcpForwarder } from '../helpers/tcp-forwarder.js';
 
 /**
@@ -27,16 +28,9 @@ import { TcpForwarder } from '../helpers/tcp-forwarder.js';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CLI = `${ROOT}bin/svc.js`;
 const PG_URL = process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
-/**
- * Redis database 1, not 0: the rate-limit counters per client address outlive a test run, and these tests sign in
- * many times from 127.0.0.1, which would use up the per-address budget of the tests that count on database 0.
- */
-const REDIS_URL = new URL('/1', process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379').toString();
 const APP = `svc-multi-${randomBytes(4).toString('hex')}`;
 const LIVENESS_SECONDS = 2;
 const PER_USERNAME = 10;
-/** Room for a loaded machine on top of a documented bound. */
-const MARGIN_MS = 2000;
 
 interface Instance {
   child: ChildProcess;
@@ -66,7 +60,7 @@ beforeAll(async () => {
   });
   await migrateToLatest(store.db);
   await seedDemo(store.db, systemClock, false);
-  const redisTarget = new URL(REDIS_URL);
+  const redisTarget = new URL(OPS_REDIS_URL);
   redis = await TcpForwarder.start({ host: redisTarget.hostname, port: Number(redisTarget.port || 6379) });
   proxies = Object.fromEntries(
     await Promise.all(SURFACES.map(async (s) => [s, await RoundRobinProxy.start()] as const)),
@@ -81,7 +75,7 @@ beforeAll(async () => {
     DATABASE_URL: url.toString(),
     DATABASE_CONNECT_TIMEOUT_MS: '1000',
     DATABASE_STATEMENT_TIMEOUT_MS: '2000',
-    REDIS_URL: redis.urlFor(REDIS_URL),
+    REDIS_URL: redis.urlFor(OPS_REDIS_URL),
     LIVENESS_CACHE_SECONDS: String(LIVENESS_SECONDS),
     SIGNIN_LIMIT_PER_USERNAME: String(PER_USERNAME),
     // The per-address counters in Redis are shared by every test run on this machine: out of the way here.
@@ -165,13 +159,6 @@ async function stopInstance(instance: Instance): Promise<void> {
 
 const alive = (instance: Instance) => instance.child.exitCode === null && instance.child.signalCode === null;
 
-const postSession = (base: string, username: string, password = `${username}-demo-password`) =>
-  fetch(`${base}/api/sessions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username, password }),
-  });
-
 async function session(base: string, username = 'ada'): Promise<string> {
   const res = await postSession(base, username);
   expect(res.status).toBe(201);
@@ -180,16 +167,6 @@ async function session(base: string, username = 'ada'): Promise<string> {
 
 const me = (base: string, bearer: string) =>
   fetch(`${base}/me`, { headers: { authorization: `Bearer ${bearer}` } });
-
-/** Polls until `check` holds; returns the milliseconds it took, or -1 after `timeoutMs`. */
-async function within(check: () => Promise<boolean>, timeoutMs: number): Promise<number> {
-  const started = Date.now();
-  while (Date.now() - started < timeoutMs) {
-    if (await check()) return Date.now() - started;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return -1;
-}
 
 const kidOf = (jwt: string) =>
   (JSON.parse(Buffer.from(jwt.split('.')[0]!, 'base64url').toString()) as { kid: string }).kid;

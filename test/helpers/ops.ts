@@ -1,0 +1,31 @@
+/** What the fault and multi-instance tests (test/ops) share. */
+
+/**
+ * Redis database 1, not 0: the rate-limit counters per client address outlive a test run, and these tests sign in
+ * many times from 127.0.0.1, which would use up the per-address budget of the tests that count on database 0.
+ */
+export const OPS_REDIS_URL = new URL(
+  '/1',
+  process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379',
+).toString();
+
+/** Room for a loaded machine on top of a documented bound (argon2 hashing, scheduling). */
+export const MARGIN_MS = 2000;
+
+/** A sign-in through the session API of the auth surface at `base`. */
+export const postSession = (base: string, username: string, password = `${username}-demo-password`) =>
+  fetch(`${base}/api/sessions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username, password }),
+  });
+
+/** Polls every 100 ms until `check` holds; returns the milliseconds it took, or -1 after `timeoutMs`. */
+export async function within(check: () => Promise<boolean>, timeoutMs: number): Promise<number> {
+  const started = Date.now();
+  while (Date.now() - started < timeoutMs) {
+    if (await check()) return Date.now() - started;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return -1;
+}
