@@ -97,27 +97,31 @@ it('stops serving a connection revoked by the authorization server, within the l
   expect(refused.headers.get('www-authenticate')).toContain('resource_metadata=');
 });
 
-it('answers 503, and tells the operator, when its client secret is not the authorization server’s', async () => {
+/** `svc start --only agency-mcp` on `beside`'s database, logging at info into a capture. */
+async function startSplitAgencyMcp(beside: TestServer, env: Record<string, string>) {
   const logs = new LogCapture();
-  const other = await startServices(
-    loadConfig({
-      NODE_ENV: 'test',
-      HOST: '127.0.0.1',
-      AGENCY_MCP_PORT: '0',
-      AUTH_URL: auth.url.auth,
-      AGENCY_MCP_URL: agencyUrl,
-      AGENCY_MCP_CLIENT_SECRET: 'x'.repeat(40),
-      ...(auth.config.databaseUrl
-        ? { DATABASE_URL: auth.config.databaseUrl }
-        : { DATA_DIR: auth.config.dataDir }),
-    }),
+  const database = beside.config.databaseUrl
+    ? { DATABASE_URL: beside.config.databaseUrl }
+    : { DATA_DIR: beside.config.dataDir };
+  const services = await startServices(
+    loadConfig({ NODE_ENV: 'test', HOST: '127.0.0.1', ...env, ...database }),
     {
       only: ['agency-mcp'],
-      clock: auth.clock,
+      clock: beside.clock,
       logger: pino({ level: 'info' }, logs.stream),
       seedDemoIfEmpty: false,
     },
   );
+  return { services, logs };
+}
+
+it('answers 503, and tells the operator, when its client secret is not the authorization server’s', async () => {
+  const { services: other, logs } = await startSplitAgencyMcp(auth, {
+    AGENCY_MCP_PORT: '0',
+    AUTH_URL: auth.url.auth,
+    AGENCY_MCP_URL: agencyUrl,
+    AGENCY_MCP_CLIENT_SECRET: 'x'.repeat(40),
+  });
   try {
     const { token } = await grant(auth);
     const port = boundPort(other.ctx.config, 'agency-mcp');
@@ -152,27 +156,13 @@ it(`an authorization server that stops answering is an outage: 503 with Retry-Af
       AGENCY_MCP_CLIENT_SECRET: AGENCY_SECRET,
     },
   });
-  const logs = new LogCapture();
-  const split = await startServices(
-    loadConfig({
-      NODE_ENV: 'test',
-      HOST: '127.0.0.1',
-      AGENCY_MCP_PORT: String(port),
-      AUTH_URL: authUrl,
-      AGENCY_MCP_URL: url,
-      AGENCY_MCP_CLIENT_SECRET: AGENCY_SECRET,
-      AUTH_SERVER_TIMEOUT_MS: '300',
-      ...(server.config.databaseUrl
-        ? { DATABASE_URL: server.config.databaseUrl }
-        : { DATA_DIR: server.config.dataDir }),
-    }),
-    {
-      only: ['agency-mcp'],
-      clock: server.clock,
-      logger: pino({ level: 'info' }, logs.stream),
-      seedDemoIfEmpty: false,
-    },
-  );
+  const { services: split, logs } = await startSplitAgencyMcp(server, {
+    AGENCY_MCP_PORT: String(port),
+    AUTH_URL: authUrl,
+    AGENCY_MCP_URL: url,
+    AGENCY_MCP_CLIENT_SECRET: AGENCY_SECRET,
+    AUTH_SERVER_TIMEOUT_MS: '300',
+  });
   try {
     const { token } = await grant(server);
     forwarder.stall();

@@ -49,6 +49,13 @@ const view = async (who: string, tab?: 'members' | 'settings' | 'history') => {
   return res.text();
 };
 const dashboard = (who: string) => view(who);
+/** `who` allows this file's client (read access) and the code comes back, never to be exchanged. */
+async function consentWithoutExchange(who: string): Promise<void> {
+  const o = { clientId, redirectUri: REDIRECT, scope: 'agency:mcp:read', username: who };
+  const back = await authorize(server, browsers[who]!, o, pkce().challenge);
+  expect(back.searchParams.get('code')).toBeTruthy();
+}
+
 /** The consent page `who` is shown for this file's client in Northwind (through the agency choice when offered). */
 async function consentPage(who: string, scope: string): Promise<string> {
   const b = browsers[who]!;
@@ -290,13 +297,7 @@ describe(`dashboard (${ENGINE})`, () => {
     const count = (page: string) =>
       page.split('ada connected Planner Bot').length + page.split('ada updated Planner Bot').length;
     const before = count(await view('ada', 'history'));
-    const back = await authorize(
-      server,
-      browsers['ada']!,
-      { clientId, redirectUri: REDIRECT, scope: 'agency:mcp:read' },
-      pkce().challenge,
-    );
-    expect(back.searchParams.get('code')).toBeTruthy();
+    await consentWithoutExchange('ada');
     expect(count(await view('ada', 'history'))).toBe(before);
   });
 
@@ -343,13 +344,7 @@ describe(`dashboard (${ENGINE})`, () => {
   });
 
   it('a pending consent that is ended or narrowed leaves nothing in the history', async () => {
-    const back = await authorize(
-      server,
-      browsers['grace']!,
-      { clientId, redirectUri: REDIRECT, username: 'grace' },
-      pkce().challenge,
-    );
-    expect(back.searchParams.get('code')).toBeTruthy();
+    await consentWithoutExchange('grace');
     const { db, clock } = server.services.ctx;
     const pending = await db
       .selectFrom('connections')

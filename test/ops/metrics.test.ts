@@ -58,6 +58,17 @@ const wrongPassword = () =>
     body: JSON.stringify({ username: 'grace', password: 'not-her-password' }),
   });
 
+/** A connection of the pre-registered client (DCR is spent by the limit test) and a refresh of its tokens. */
+async function refreshChain() {
+  const { tokens, clientId } = await connect(server, {
+    clientId: 'claude-code',
+    redirectUri: 'http://127.0.0.1:9999/callback',
+  });
+  const refresh = (rt: string) =>
+    token(server, { grant_type: 'refresh_token', refresh_token: rt, client_id: clientId });
+  return { tokens, refresh };
+}
+
 describe(`metrics on METRICS_PORT (${ENGINE})`, () => {
   it('counts requests by surface, route pattern and status class, with a latency histogram', async () => {
     const before = await scrape();
@@ -122,13 +133,7 @@ describe(`metrics on METRICS_PORT (${ENGINE})`, () => {
   });
 
   it('counts refresh rotations, replays within the grace window, reuse detections and revocations by reason', async () => {
-    // DCR is spent by the test above: a pre-registered client makes the connection.
-    const { tokens, clientId } = await connect(server, {
-      clientId: 'claude-code',
-      redirectUri: 'http://127.0.0.1:9999/callback',
-    });
-    const refresh = (rt: string) =>
-      token(server, { grant_type: 'refresh_token', refresh_token: rt, client_id: clientId });
+    const { tokens, refresh } = await refreshChain();
     const first = tokens['refresh_token']!;
     expect((await refresh(first)).res.status).toBe(200);
     expect((await refresh(first)).res.status).toBe(200); // the same token again, within the grace window
@@ -148,12 +153,7 @@ describe(`metrics on METRICS_PORT (${ENGINE})`, () => {
   });
 
   it('counts the reuse of a token whose row was pruned after its rotation, like any reuse', async () => {
-    const { tokens, clientId } = await connect(server, {
-      clientId: 'claude-code',
-      redirectUri: 'http://127.0.0.1:9999/callback',
-    });
-    const refresh = (rt: string) =>
-      token(server, { grant_type: 'refresh_token', refresh_token: rt, client_id: clientId });
+    const { tokens, refresh } = await refreshChain();
     const before = await scrape();
     const first = tokens['refresh_token']!;
     const second = (await refresh(first)).body['refresh_token'] as string;
