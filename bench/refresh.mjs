@@ -6,7 +6,8 @@
 // 20 concurrent chains. Standalone: `npm run build && node bench/refresh.mjs`.
 import { createServer } from 'node:net';
 import { compare, options, percentiles, spawnServer, startSvc, verdict } from './lib.mjs';
-import { connectAgent, tokenRequest } from './oauth-flow.mjs';
+import { KeepAliveClient } from './http-client.mjs';
+import { connectAgent } from './oauth-flow.mjs';
 import { pgEnd, pgReady, pgSchema } from './pg.mjs';
 
 /** The service's signing algorithm (its default unless SIGNING_ALG says otherwise); the peer signs with the same. */
@@ -32,8 +33,12 @@ export async function ourChains(auth, count) {
   return chains;
 }
 
-/** A side that rotates every chain in a loop, all chains at once; a non-200 answer fails the bench. */
-export function rotationSide(name, { pid, pgApp, tokenUrl, path, chains }) {
+/**
+ * A side that rotates every chain in a loop, all chains at once, each on its own keep-alive connection (a light
+ * client: bench/http-client.mjs says why not fetch), closed when the server stops; a non-200 answer fails the bench.
+ */
+export function rotationSide(name, { pid, pgApp, tokenUrl, path = '/oauth/token', chains }) {
+  const clients = chains.map(() => new KeepAliveClient(tokenUrl));
   return {
     name,
     pid,
@@ -43,25 +48,23 @@ export function rotationSide(name, { pid, pgApp, tokenUrl, path, chains }) {
     async run(seconds) {
       const latencies = [];
       const until = performance.now() + seconds * 1000;
-      const loop = async (chain) => {
+      const loop = async (chain, client) => {
         while (performance.now() < until) {
           const t0 = performance.now();
-          const body = await tokenRequest(
-            tokenUrl,
-            {
-              grant_type: 'refresh_token',
-              refresh_token: chain.refreshToken,
-              client_id: chain.clientId,
-            },
-            path,
-          );
+          const form = new URLSearchParams({
+            grant_type: 'refresh_token',
+            refresh_token: chain.refreshToken,
+            client_id: chain.clientId,
+          });
+          const { status, body } = await client.post(path, FORM, form.toString());
           latencies.push(performance.now() - t0);
+          if (status !== 200) throw new Error(`${name}: token endpoint answered ${status}: ${body}`);
           this.total++;
-          chain.refreshToken = body.refresh_token;
+          chain.refreshToken = JSON.parse(body).refresh_token;
         }
       };
       const start = performance.now();
-      await Promise.all(chains.map(loop));
+      await Promise.all(chains.map((chain, i) => loop(chain, clients[i])));
       return {
         ops: latencies.length,
         seconds: (performance.now() - start) / 1000,
@@ -70,6 +73,8 @@ export function rotationSide(name, { pid, pgApp, tokenUrl, path, chains }) {
     },
   };
 }
+
+const FORM = 'application/x-www-form-urlencoded';
 
 const freePort = () =>
   new Promise((resolve) => {
