@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { AppContext } from '../context.js';
 import { findAgency } from '../domain/agencies.js';
-import { findProject, insertTask, listClients } from '../domain/agency-records.js';
+import { findProject, insertTaskInProject, listClients } from '../domain/agency-records.js';
 import { newId } from '../base/ids.js';
 import type { Permission } from '../domain/permissions.js';
 import { ApiError } from '../http/errors.js';
@@ -395,9 +395,13 @@ export const OPERATIONS = {
     input: CreateTaskInput,
     status: 201,
     async run(ctx, access, input) {
-      if (!(await projectRow(ctx, access.agencyId, input['project_id'])))
-        throw notFound('project', input['project_id'], 'project_id');
-      await assertAssignable(ctx, access.agencyId, input['assignee_member_id']);
+      // A missing project is reported before a bad assignee, so the project is read first when there is one to check.
+      const assignee = input['assignee_member_id'];
+      if (assignee !== undefined && assignee !== null) {
+        if (!(await projectRow(ctx, access.agencyId, input['project_id'])))
+          throw notFound('project', input['project_id'], 'project_id');
+        await assertAssignable(ctx, access.agencyId, assignee);
+      }
       const now = ctx.clock.now();
       const row = {
         id: newId('tsk'),
@@ -410,7 +414,8 @@ export const OPERATIONS = {
         created_at: now,
         updated_at: now,
       };
-      await insertTask(ctx.store.sql, row);
+      if (!(await insertTaskInProject(ctx.store.sql, row)))
+        throw notFound('project', input['project_id'], 'project_id');
       return renderTask(row);
     },
   },

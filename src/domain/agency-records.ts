@@ -30,11 +30,35 @@ export async function findProject(
   return (await sql.rows<ProjectsTable>(FIND_PROJECT, [agencyId, id]))[0];
 }
 
-const INSERT_TASK = `INSERT INTO tasks
+/**
+ * A task is inserted only when its project is the agency's: the check and the write are one statement, so no read
+ * transaction comes before the write and nothing can remove the project in between (a deleted project's tasks go with
+ * it, ON DELETE CASCADE). On the embedded database the insert joins the group commit of its event-loop turn
+ * (store/prepared.ts): concurrent calls share one durable commit. The casts give PostgreSQL the parameters' types,
+ * which an INSERT ... SELECT does not infer.
+ */
+const INSERT_TASK_IN_PROJECT = `INSERT INTO tasks
   (id, agency_id, project_id, title, status, assignee_member_id, due_on, created_at, updated_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
+  SELECT CAST($1 AS TEXT), agency_id, id, CAST($2 AS TEXT), CAST($3 AS TEXT), CAST($4 AS TEXT), CAST($5 AS TEXT),
+    CAST($6 AS BIGINT), CAST($7 AS BIGINT)
+  FROM projects WHERE agency_id = $8 AND id = $9`;
 
-export async function insertTask(sql: PreparedSql, t: TasksTable): Promise<void> {
-  const params = [t.id, t.agency_id, t.project_id, t.title, t.status, t.assignee_member_id, t.due_on];
-  await sql.changes(INSERT_TASK, [...params, t.created_at, t.updated_at]);
+/** Inserts `t` unless its project is not the agency's (then false, and nothing is written). */
+export async function insertTaskInProject(sql: PreparedSql, t: TasksTable): Promise<boolean> {
+  const params = [
+    t.id,
+    t.title,
+    t.status,
+    t.assignee_member_id,
+    t.due_on,
+    t.created_at,
+    t.updated_at,
+    t.agency_id,
+    t.project_id,
+  ];
+  const changed =
+    sql.engine === 'sqlite'
+      ? await sql.atomically((tx) => tx.changes(INSERT_TASK_IN_PROJECT, params))
+      : await sql.changes(INSERT_TASK_IN_PROJECT, params);
+  return changed === 1;
 }

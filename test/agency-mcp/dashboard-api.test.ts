@@ -105,6 +105,50 @@ describe('the dashboard API (docs/contract.md#rest-api, docs/contract.md#errors)
     expect(await errorOf(missing)).toMatchObject({ code: 'resource_not_found', param: 'project_id' });
   });
 
+  it("creates a task only in one of the agency's own projects, writing nothing otherwise", async () => {
+    const ctx = server.services.ctx;
+    const g = await grant(server, { scopes: ['agency:mcp:read', 'agency:mcp:write'] });
+    const token = await dashboardToken(g);
+    const foreign = await ctx.db
+      .selectFrom('projects')
+      .innerJoin('agencies', 'agencies.id', 'projects.agency_id')
+      .select('projects.id')
+      .where('agencies.name', '=', 'Blue Harbor')
+      .executeTakeFirstOrThrow();
+    const own = await ctx.db
+      .selectFrom('projects')
+      .select('id')
+      .where('agency_id', '=', g.agencyId)
+      .executeTakeFirstOrThrow();
+    const count = async () =>
+      Number(
+        (
+          await ctx.db
+            .selectFrom('tasks')
+            .select((e) => e.fn.countAll().as('n'))
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
+    const before = await count();
+    const create = (body: Record<string, unknown>) =>
+      api(token, `/${g.agencyId}/tasks`, { method: 'POST', body: JSON.stringify(body) });
+    for (const body of [
+      { project_id: foreign.id, title: 'Not ours' },
+      { project_id: 'prj_unknown', title: 'Nowhere' },
+      // A missing project is named before the assignee (who is not a member here either).
+      { project_id: foreign.id, title: 'Not ours', assignee_member_id: 'mem_unknown' },
+    ]) {
+      const res = await create(body);
+      expect(res.status).toBe(404);
+      expect(await errorOf(res)).toMatchObject({ code: 'resource_not_found', param: 'project_id' });
+    }
+    expect(await count()).toBe(before);
+    const made = await create({ project_id: own.id, title: 'Ours' });
+    expect(made.status).toBe(201);
+    expect(await made.json()).toMatchObject({ object: 'task', project_id: own.id, title: 'Ours' });
+    expect(await count()).toBe(before + 1);
+  });
+
   it('refuses an operation outside the permissions with 403 naming the permission', async () => {
     const g = await grant(server, { scopes: ['agency:mcp:read'] });
     const res = await api(await dashboardToken(g), `/${g.agencyId}/clients`, {
