@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import { pino } from 'pino';
 import { agencyMcpSurface } from './agency-mcp/plugin.js';
 import { apiServerOptions, apiSurface } from './api/plugin.js';
-import { authSurface } from './auth/plugin.js';
+import { authServerOptions, authSurface } from './auth/plugin.js';
 import { AI_CATALOG_PATH } from './companions/ai-catalog.js';
 import { mcpHostCompanions, restHostCompanions } from './companions/hosts.js';
 import { dashboardRoutes } from './dashboard/dashboard.js';
@@ -71,6 +71,7 @@ const SURFACE_MODULES: Record<Surface, SurfaceModule> = {
         dashboard: (pages, registry) => dashboardRoutes(pages, ctx, registry),
         api: (scope) => dashboardApiRoutes(scope, ctx),
       }),
+    serverOptions: authServerOptions,
   },
 };
 

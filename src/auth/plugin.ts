@@ -11,6 +11,8 @@ import { oauthJsonErrors } from '../http/oauth-errors.js';
 import { revokeRoutes } from './revoke.js';
 import { sessionRoutes } from './sessions.js';
 import { tokenRoutes } from './token.js';
+import { tokenFastPath } from './token-fast-path.js';
+import type { SurfaceServerOptions } from '../http/server.js';
 
 /**
  * Endpoints a browser-based client calls cross-origin (no cookies involved, so any origin may). The metadata document
@@ -18,10 +20,11 @@ import { tokenRoutes } from './token.js';
  */
 const CORS_PATHS = ['/.well-known/jwks.json', '/oauth/token', '/oauth/register', '/oauth/revoke'];
 
-/**
- * The authorization server at AUTH_URL: discovery and JWKS, the OAuth endpoints (RFC 6749 errors), the sign-in,
- * consent and dashboard pages (HTML errors), and the first-party session API (REST errors).
- */
+/** With TOKEN_FAST_PATH on, the refresh_token grant is answered beside Fastify (token-fast-path.ts). */
+export function authServerOptions(ctx: AppContext): SurfaceServerOptions {
+  return ctx.config.tokenFastPath ? { formFastPath: tokenFastPath(ctx) } : {};
+}
+
 /**
  * What the member-facing part of this host adds, handed over by the composition root so that `auth/` never imports
  * the folders built on top of it (dashboard, dashboard API).
@@ -35,6 +38,10 @@ export interface MemberRoutes {
   api(app: FastifyInstance): Promise<void>;
 }
 
+/**
+ * The authorization server at AUTH_URL: discovery and JWKS, the OAuth endpoints (RFC 6749 errors), the sign-in,
+ * consent and dashboard pages (HTML errors), and the first-party session API (REST errors).
+ */
 export async function authSurface(
   app: FastifyInstance,
   ctx: AppContext,

@@ -1,5 +1,7 @@
 import type { Config } from '../config/config.js';
 import { urls } from '../context.js';
+import { OAuthError } from '../http/oauth-errors.js';
+import type { Params } from '../web/form.js';
 import type { ResourceKind } from '../domain/scopes.js';
 
 export type { ResourceKind };
@@ -38,4 +40,16 @@ export function resolveResource(config: Config, raw: string): KnownResource | un
   const canonical = canonicalResource(raw);
   if (canonical === undefined) return undefined;
   return knownResources(config).find((r) => canonicalResource(r.uri) === canonical);
+}
+
+/**
+ * An optional `resource` at the token endpoint: it may be omitted; when sent it must match the one the grant was made
+ * for (RFC 8707 §2.2, docs/contract.md#the-oauth-flow).
+ */
+export function checkTokenResource(p: Params, expected: string): void {
+  const all = p.all('resource').filter((r) => r !== '');
+  if (all.length === 0) return;
+  if (all.length > 1 || canonicalResource(all[0]!) !== canonicalResource(expected)) {
+    throw new OAuthError('invalid_target', 'The resource does not match the one this grant was made for');
+  }
 }

@@ -63,6 +63,7 @@ export const envSchema = z.object({
   SHUTDOWN_TIMEOUT_SECONDS: positiveInt.max(600).default(10),
   MCP_FAST_PATH: onOff.default(true),
   REST_FAST_PATH: onOff.default(true),
+  TOKEN_FAST_PATH: onOff.default(true),
   // Authorization server (docs/contract.md#the-oauth-flow).
   OAUTH_USER_RESOURCES: onOff.default(false),
   REFRESH_REUSE_GRACE_SECONDS: seconds.max(60).default(30),
@@ -130,6 +131,8 @@ export interface Config {
   mcpFastPath: boolean;
   /** The REST API answers `GET /me` in its hottest shape beside Fastify (src/api/me-fast-path.ts); off = all via Fastify. */
   restFastPath: boolean;
+  /** POST /oauth/token with the refresh_token grant answered beside Fastify (auth/token-fast-path.ts). */
+  tokenFastPath: boolean;
   oauth: {
     /** Issue `user:read` tokens for BASE_URL and {MCP_URL}/mcp (docs/contract.md#authentication: not open yet, so off by default). */
     userResources: boolean;
@@ -243,6 +246,7 @@ function fromEnv(e: Env): Config {
     shutdownTimeoutSeconds: e.SHUTDOWN_TIMEOUT_SECONDS,
     mcpFastPath: e.MCP_FAST_PATH,
     restFastPath: e.REST_FAST_PATH,
+    tokenFastPath: e.TOKEN_FAST_PATH,
     oauth: {
       userResources: e.OAUTH_USER_RESOURCES,
       refreshReuseGraceSeconds: e.REFRESH_REUSE_GRACE_SECONDS,

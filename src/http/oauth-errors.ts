@@ -36,12 +36,20 @@ export class OAuthError extends Error {
   }
 }
 
+/** The headers of an error answer before its content type, and its body: one definition for every writer. */
+export const oauthErrorHeaders = (e: OAuthError): Record<string, string> => ({
+  'cache-control': 'no-store',
+  pragma: 'no-cache',
+  ...e.headers,
+});
+export const oauthErrorBody = (e: OAuthError) => ({ error: e.code, error_description: e.description });
+
 export function sendOAuthError(reply: FastifyReply, e: OAuthError): FastifyReply {
   return reply
     .code(e.status)
-    .headers({ 'cache-control': 'no-store', pragma: 'no-cache', ...e.headers })
+    .headers(oauthErrorHeaders(e))
     .type('application/json; charset=utf-8')
-    .send({ error: e.code, error_description: e.description });
+    .send(oauthErrorBody(e));
 }
 
 /** Error handler for an encapsulated scope of JSON OAuth endpoints (token, register, revoke). */
@@ -56,7 +64,8 @@ export const oauthJsonErrors = fp(
   { name: 'oauth-json-errors' },
 );
 
-function toOAuthError(error: ErrorClass, requestId: string): OAuthError {
+/** Fastify's refusals, outages and bugs as RFC 6749 errors. */
+export function toOAuthError(error: ErrorClass, requestId: string): OAuthError {
   switch (error.kind) {
     case 'body_too_large':
       return new OAuthError('invalid_request', 'The request body is too large', 413);

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { Readable } from 'node:stream';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -27,6 +28,8 @@ export interface ServerOptions {
   connectionErrorBody?: (error: ApiError, requestId: string) => unknown;
   /** The surface's answer to its hottest request, written beside Fastify (see `answerBesideFastify`). */
   fastPath?: RawFastPath;
+  /** The surface's answer to its hottest form POST, written beside Fastify (see `answerFormsBesideFastify`). */
+  formFastPath?: FormFastPath;
 }
 
 /** A response a surface computed for one exact request shape, without Fastify. */
@@ -47,6 +50,21 @@ export interface FastResponse {
  * returns undefined to let Fastify handle it. Synchronous: it must not read the database or throw.
  */
 export type RawFastPath = (request: IncomingMessage) => FastResponse | undefined;
+
+/**
+ * A form POST (`application/x-www-form-urlencoded`, RFC 6749 §3.2) to one path, answered beside Fastify once its
+ * body has arrived. `answer` returns undefined to hand the request to Fastify, which then reads the same body (kept
+ * for it, see `answerFormsBesideFastify`) as if nothing had happened: so it may only return undefined before it has
+ * acted on the request. It must not reject.
+ */
+export interface FormFastPath {
+  url: string;
+  answer(
+    request: IncomingMessage,
+    form: URLSearchParams,
+    requestId: string,
+  ): Promise<FastResponse | undefined>;
+}
 
 /** What a surface declares about the server it runs on (its static headers and error shape). */
 export type SurfaceServerOptions = Omit<ServerOptions, 'surface' | 'logger' | 'metrics'>;
@@ -144,8 +162,72 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     for (const [name, value] of staticHeaders) reply.header(name, value);
     done();
   });
-  if (o.fastPath) answerBesideFastify(app, log, requestLog, o.fastPath, staticHeaders);
+  if (o.fastPath || o.formFastPath) {
+    const fastPath = o.fastPath ?? (() => undefined);
+    const forms = o.formFastPath && answerFormsBesideFastify(app, log, o.formFastPath, config.bodyLimitBytes);
+    answerBesideFastify(app, log, requestLog, fastPath, staticHeaders, forms);
+  }
   return app;
+}
+
+/** Answers a form POST that the form fast path takes: `write` sends its answer, `handOver` gives it to Fastify. */
+type FormAnswerer = (
+  request: IncomingMessage,
+  write: (answer: FastResponse, requestId: string) => void,
+  handOver: () => void,
+) => boolean;
+
+const FORM_TYPE = 'application/x-www-form-urlencoded';
+
+/**
+ * The form fast path's side of the server: which requests it takes (exactly its path, a POST whose content type is
+ * exactly the form type, a `Content-Length` within the body limit, no `Transfer-Encoding`; anything else stays with
+ * Fastify untouched), the body read once, and the hand-over: a request the fast path declines reaches Fastify with
+ * its body served again from memory by a `preParsing` hook (Fastify's documented way to replace the payload stream),
+ * so Fastify's parser, limits and errors apply to it unchanged.
+ */
+function answerFormsBesideFastify(
+  app: FastifyInstance,
+  log: FastifyBaseLogger,
+  fastPath: FormFastPath,
+  bodyLimit: number,
+): FormAnswerer {
+  const kept = new WeakMap<IncomingMessage, Buffer>();
+  app.addHook('preParsing', (request, _reply, payload, done) => {
+    const body = kept.get(request.raw);
+    if (!body) return done(null, payload);
+    kept.delete(request.raw);
+    const replay = Readable.from([body], { objectMode: false }) as Readable & {
+      receivedEncodedLength?: number;
+    };
+    replay.receivedEncodedLength = body.length;
+    done(null, replay);
+  });
+  return (request, write, handOver) => {
+    if (request.method !== 'POST' || request.url !== fastPath.url) return false;
+    const { headers } = request;
+    const length = Number(headers['content-length']);
+    if (headers['content-type'] !== FORM_TYPE || headers['transfer-encoding'] !== undefined) return false;
+    if (!Number.isInteger(length) || length > bodyLimit) return false;
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      const id = newId('req');
+      fastPath.answer(request, new URLSearchParams(body.toString()), id).then(
+        (answer) => {
+          if (answer) return write(answer, id);
+          kept.set(request, body);
+          handOver();
+        },
+        (err: unknown) => {
+          log.error({ err, request_id: id }, 'form fast path failed');
+          request.socket.destroy();
+        },
+      );
+    });
+    return true;
+  };
 }
 
 /**
@@ -162,6 +244,7 @@ function answerBesideFastify(
   requestLog: RequestLog,
   fastPath: RawFastPath,
   staticHeaders: [string, string][],
+  forms?: FormAnswerer,
 ): void {
   const [fastify, ...others] = app.server.listeners('request') as ((
     request: IncomingMessage,
@@ -177,17 +260,21 @@ function answerBesideFastify(
   app.server.removeListener('request', fastify);
   app.server.on('request', (request: IncomingMessage, response: ServerResponse) => {
     const started = performance.now();
-    const answer = closing ? undefined : tryFastPath(fastPath, request, log);
+    const write = (answer: FastResponse, id: string) => {
+      // A flat list, not an object: node:http writes it in this order without walking an object's keys (megamorphic
+      // property loads and stores were ~3 % of a fast-path GET /me, perf).
+      const headers = ['x-request-id', id, ...staticFlat, ...answer.headers];
+      headers.push('content-length', String(Buffer.byteLength(answer.body)));
+      response.writeHead(answer.status, headers);
+      response.end(answer.body);
+      const elapsedMs = performance.now() - started;
+      requestLog.record(log, request.method!, answer.route, request.url!, answer.status, elapsedMs, id);
+    };
+    if (closing) return fastify(request, response);
+    if (forms?.(request, write, () => fastify(request, response))) return;
+    const answer = tryFastPath(fastPath, request, log);
     if (!answer) return fastify(request, response);
-    const id = newId('req');
-    // A flat list, not an object: node:http writes it in this order without walking an object's keys (megamorphic
-    // property loads and stores were ~3 % of a fast-path GET /me, perf).
-    const headers = ['x-request-id', id, ...staticFlat, ...answer.headers];
-    headers.push('content-length', String(Buffer.byteLength(answer.body)));
-    response.writeHead(answer.status, headers);
-    response.end(answer.body);
-    const elapsedMs = performance.now() - started;
-    requestLog.record(log, request.method!, answer.route, request.url!, answer.status, elapsedMs, id);
+    write(answer, newId('req'));
   });
 }
 
