@@ -21,7 +21,7 @@ async function openSql(store) {
   }
   const db = new SQLite(join(store.dir, 'oidc.sqlite'));
   db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
+  db.pragma('synchronous = FULL');
   db.exec(TABLE);
   db.exec(GRANT_INDEX);
   const statements = new Map();

@@ -132,7 +132,12 @@ function sqliteFile(dataDir: string): SQLite.Database {
   mkdirSync(dataDir, { recursive: true });
   const database = new SQLite(join(dataDir, 'svc.sqlite'));
   database.pragma('journal_mode = WAL');
-  database.pragma('synchronous = NORMAL');
+  // Durable commits: WAL with `synchronous = NORMAL` survives a crash of the process but may roll back the last
+  // commits after a power cut or a crash of the machine. A rotation answered and then rolled back would leave the
+  // client holding a successor the database never saw, which reads as reuse and ends the connection; so every commit
+  // is synced before its answer (FULL), and the group commit (prepared.ts) shares one sync among the rotations of an
+  // event-loop turn.
+  database.pragma('synchronous = FULL');
   database.pragma('foreign_keys = ON');
   database.pragma('busy_timeout = 5000');
   // Checkpoints run on a worker (checkpointer.ts); this connection checkpoints only if the worker falls far behind.

@@ -19,6 +19,16 @@ const ids = async () =>
   (await store.sql.rows<{ id: string }>('SELECT id FROM notes_t ORDER BY id', [])).map((r) => r.id);
 
 describe(`prepared statements (${ENGINE})`, () => {
+  it('run on a database whose commits are synced before they answer (durable rotations)', async () => {
+    // SQLite in WAL mode: FULL (2) syncs the log at every commit; NORMAL (1) would lose the last commits to a power cut.
+    const setting =
+      store.engine === 'sqlite'
+        ? (await store.sql.rows<{ synchronous: number }>('PRAGMA synchronous', []))[0]?.synchronous
+        : (await store.sql.rows<{ s: string }>("SELECT current_setting('synchronous_commit') AS s", []))[0]
+            ?.s;
+    expect(setting).toBe(store.engine === 'sqlite' ? 2 : 'on');
+  });
+
   it('bind parameters by position and read rows back', async () => {
     expect(await store.sql.changes(INSERT, ['a', 1])).toBe(1);
     expect(await store.sql.rows('SELECT id, n FROM notes_t WHERE id = $1', ['a'])).toEqual([
