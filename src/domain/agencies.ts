@@ -156,7 +156,7 @@ export interface MembershipDeps {
   db: Kysely<Database>;
   clock: Clock;
   connectionLiveness: ConnectionLivenessMemory;
-  metrics?: Pick<Metrics, 'connectionRevoked'>;
+  metrics: Pick<Metrics, 'connectionRevoked'>;
 }
 
 /**
@@ -225,7 +225,7 @@ export async function removeMember(
     return endMemberConnections(trx, clock, target.id, actor.user_id);
   });
   for (const id of ended) deps.connectionLiveness.forget(id);
-  deps.metrics?.connectionRevoked('member_removed', ended.length);
+  deps.metrics.connectionRevoked('member_removed', ended.length);
   return ended;
 }
 

@@ -206,7 +206,7 @@ export async function endConnection(
     db: Db;
     clock: Clock;
     connectionLiveness: ConnectionLivenessMemory;
-    metrics?: Pick<Metrics, 'connectionRevoked'>;
+    metrics: Pick<Metrics, 'connectionRevoked'>;
   },
   id: string,
   reason: RevokeReason,
@@ -214,7 +214,7 @@ export async function endConnection(
 ): Promise<boolean> {
   const ended = await revokeConnection(deps.db, deps.clock, id, reason, actorUserId);
   deps.connectionLiveness.forget(id);
-  if (ended) deps.metrics?.connectionRevoked(reason);
+  if (ended) deps.metrics.connectionRevoked(reason);
   return ended;
 }
 

@@ -11,15 +11,15 @@ import Fastify, {
 import type { Logger } from 'pino';
 import type { Config, Surface } from '../config/config.js';
 import { newId } from '../base/ids.js';
-import { type Metrics, NO_METRICS } from '../base/metrics.js';
+import type { Metrics } from '../base/metrics.js';
 import { deferredChildLogger } from './deferred-logger.js';
 import { ApiError, type ErrorCode } from './errors.js';
 
 export interface ServerOptions {
   surface: Surface;
   logger: FastifyBaseLogger;
-  /** Counts every answered request by surface, route pattern and status class (none when METRICS_PORT is unset). */
-  metrics?: Metrics;
+  /** Counts every answered request by surface, route pattern and status class (NO_METRICS when METRICS_PORT is unset). */
+  metrics: Metrics;
   /** Headers every response of the surface carries (the REST host's `Link` to its AI catalog). */
   responseHeaders?: Record<string, string>;
   /** Headers added to the raw error responses written before a request exists (431, 400 on a broken request). */
@@ -128,7 +128,7 @@ class RequestLog extends LogController {
  */
 export function createServer(config: Config, o: ServerOptions): FastifyInstance {
   const log = o.logger.child({ surface: o.surface });
-  const requestLog = new RequestLog(config.accessLog ? 'info' : 'debug', o.surface, o.metrics ?? NO_METRICS);
+  const requestLog = new RequestLog(config.accessLog ? 'info' : 'debug', o.surface, o.metrics);
   const app = Fastify({
     loggerInstance: log,
     genReqId: () => newId('req'),
@@ -348,7 +348,7 @@ function writeConnectionError(
   const requestId = newId('req');
   const [status, code, reason, message] = PARSER_REFUSALS[err.code ?? ''] ?? BAD_SYNTAX;
   log.info({ request_id: requestId, err_code: err.code }, 'connection error');
-  (o.metrics ?? NO_METRICS).unparsedRequest(o.surface, status);
+  o.metrics.unparsedRequest(o.surface, status);
   const error = new ApiError(code, message);
   const body = JSON.stringify(
     o.connectionErrorBody ? o.connectionErrorBody(error, requestId) : error.body(requestId),
