@@ -10,6 +10,8 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
  * - `blackholeOpen()`: the connections open now go silent for good while new ones work (a failover that leaves the
  *   old sockets dead without a reset: the client only learns it from a timeout).
  */
+const DEFAULT_PORTS: Record<string, number> = { 'postgres:': 5432, 'postgresql:': 5432, 'redis:': 6379 };
+
 export class TcpForwarder {
   private readonly pairs = new Set<[Socket, Socket]>();
   /** Black-holed connections: silent until `close()` ends them. */
@@ -28,6 +30,18 @@ export class TcpForwarder {
     const forwarder = new TcpForwarder(server, (server.address() as { port: number }).port);
     server.on('connection', (client) => forwarder.accept(client, target));
     return forwarder;
+  }
+
+  /**
+   * A forwarder in front of the server a `postgres://` or `redis://` URL names (its default port when the URL has
+   * none), and that URL pointed at the forwarder instead.
+   */
+  static async before(url: string): Promise<{ forwarder: TcpForwarder; url: string }> {
+    const target = new URL(url);
+    const port = Number(target.port || DEFAULT_PORTS[target.protocol]);
+    if (!port) throw new Error(`TcpForwarder.before: no port for ${target.protocol}`);
+    const forwarder = await TcpForwarder.start({ host: target.hostname, port });
+    return { forwarder, url: forwarder.urlFor(url) };
   }
 
   /** `url` with its host and port replaced by this forwarder's. */

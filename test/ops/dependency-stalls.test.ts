@@ -29,12 +29,11 @@ async function timed<T>(work: () => Promise<T>): Promise<{ value: T; ms: number 
 /** A server on a fresh PostgreSQL schema reached through a forwarder the test can stall, with small bounds. */
 async function serverBehindForwarder(env: Record<string, string>) {
   const db = await freshDatabase('postgres');
-  const url = new URL(db.env['DATABASE_URL']!);
-  const pg = await TcpForwarder.start({ host: url.hostname, port: Number(url.port || 5432) });
+  const { forwarder: pg, url } = await TcpForwarder.before(db.env['DATABASE_URL']!);
   const server = await startTestServer({
     env: {
       ...db.env,
-      DATABASE_URL: pg.urlFor(url.toString()),
+      DATABASE_URL: url,
       DATABASE_CONNECT_TIMEOUT_MS: String(CONNECT_MS),
       DATABASE_STATEMENT_TIMEOUT_MS: String(STATEMENT_MS),
       ...env,
@@ -158,11 +157,11 @@ describe(`Redis stalled behind a forwarder (${ENGINE})`, () => {
   const perUsername = 3;
 
   beforeAll(async () => {
-    const url = new URL(OPS_REDIS_URL);
-    redis = await TcpForwarder.start({ host: url.hostname, port: Number(url.port || 6379) });
+    const behind = await TcpForwarder.before(OPS_REDIS_URL);
+    redis = behind.forwarder;
     server = await startTestServer({
       env: {
-        REDIS_URL: redis.urlFor(OPS_REDIS_URL),
+        REDIS_URL: behind.url,
         SIGNIN_LIMIT_PER_USERNAME: String(perUsername),
         // The per-address counter is shared by every test run against this Redis: out of the way here.
         SIGNIN_LIMIT_PER_IP: '1000000',

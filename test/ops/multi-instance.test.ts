@@ -60,8 +60,8 @@ beforeAll(async () => {
   });
   await migrateToLatest(store.db);
   await seedDemo(store.db, systemClock, false);
-  const redisTarget = new URL(OPS_REDIS_URL);
-  redis = await TcpForwarder.start({ host: redisTarget.hostname, port: Number(redisTarget.port || 6379) });
+  const behind = await TcpForwarder.before(OPS_REDIS_URL);
+  redis = behind.forwarder;
   proxies = Object.fromEntries(
     await Promise.all(SURFACES.map(async (s) => [s, await RoundRobinProxy.start()] as const)),
   ) as Record<Surface, RoundRobinProxy>;
@@ -75,7 +75,7 @@ beforeAll(async () => {
     DATABASE_URL: url.toString(),
     DATABASE_CONNECT_TIMEOUT_MS: '1000',
     DATABASE_STATEMENT_TIMEOUT_MS: '2000',
-    REDIS_URL: redis.urlFor(OPS_REDIS_URL),
+    REDIS_URL: behind.url,
     LIVENESS_CACHE_SECONDS: String(LIVENESS_SECONDS),
     SIGNIN_LIMIT_PER_USERNAME: String(PER_USERNAME),
     // The per-address counters in Redis are shared by every test run on this machine: out of the way here.

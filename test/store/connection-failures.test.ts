@@ -16,10 +16,10 @@ let drop: () => Promise<void>;
 beforeAll(async () => {
   const db = await freshDatabase('postgres');
   drop = db.drop;
-  const url = new URL(db.env['DATABASE_URL']!);
-  forwarder = await TcpForwarder.start({ host: url.hostname, port: Number(url.port || 5432) });
+  const behind = await TcpForwarder.before(db.env['DATABASE_URL']!);
+  forwarder = behind.forwarder;
   store = openStore({
-    databaseUrl: forwarder.urlFor(url.toString()),
+    databaseUrl: behind.url,
     dataDir: '/nonexistent',
     databasePoolSize: 1,
     databaseConnectTimeoutMs: 1000,
