@@ -4,7 +4,9 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
  * A TCP proxy in front of a real dependency (PostgreSQL, Redis) that a test can make misbehave the way a network or
  * a hung server does, without touching the machine's shared server:
  * - `stall()`: stop forwarding in both directions while every socket stays open (a hung server, a black-holed
- *   route); new connections are accepted and then held the same way;
+ *   route); new connections are accepted and then held the same way. What clients send meanwhile is read and kept,
+ *   as a hung server's kernel would accept it, so that a test can see what was sent to a dependency that never
+ *   answered (`sentWhileStalled`);
  * - `resume()`: forward again, what was held included;
  * - `closeAll()`: cut every open connection (a server restart); new ones are still accepted;
  * - `blackholeOpen()`: the connections open now go silent for good while new ones work (a failover that leaves the
@@ -17,6 +19,10 @@ export class TcpForwarder {
   /** Black-holed connections: silent until `close()` ends them. */
   private readonly dead = new Set<Socket>();
   private stalled = false;
+  /** Every byte clients sent during the last stall, in arrival order per connection. */
+  private readonly stalledBytes: Buffer[] = [];
+  /** What each connection sent while stalled, forwarded on `resume`. */
+  private readonly held = new Map<Socket, Buffer[]>();
 
   private constructor(
     private readonly server: Server,
@@ -54,15 +60,20 @@ export class TcpForwarder {
 
   stall(): void {
     this.stalled = true;
-    for (const [client, upstream] of this.pairs) {
-      client.pause();
-      upstream.pause();
-    }
+    this.stalledBytes.length = 0;
+    for (const [, upstream] of this.pairs) upstream.pause();
+  }
+
+  /** What clients sent during the last stall (all connections), as latin1 text, e.g. to count commands in it. */
+  sentWhileStalled(): string {
+    return Buffer.concat(this.stalledBytes).toString('latin1');
   }
 
   resume(): void {
     this.stalled = false;
     for (const [client, upstream] of this.pairs) {
+      for (const chunk of this.held.get(client) ?? []) upstream.write(chunk);
+      this.held.delete(client);
       client.resume();
       upstream.resume();
     }
@@ -97,23 +108,28 @@ export class TcpForwarder {
     const upstream = connect(target.port, target.host);
     const pair: [Socket, Socket] = [client, upstream];
     this.pairs.add(pair);
-    forward(client, upstream, () => this.stalled);
+    // Client to upstream: while stalled, read and kept (see the class comment); upstream to client: paused.
+    client.on('data', (chunk: Buffer) => {
+      if (this.stalled) {
+        this.stalledBytes.push(chunk);
+        this.held.set(client, [...(this.held.get(client) ?? []), chunk]);
+      } else if (!upstream.write(chunk)) client.pause();
+    });
+    upstream.on('drain', () => client.resume());
     forward(upstream, client, () => this.stalled);
-    if (this.stalled) {
-      client.pause();
-      upstream.pause();
-    }
+    if (this.stalled) upstream.pause();
     const end = () => {
       client.destroy();
       upstream.destroy();
       this.pairs.delete(pair);
+      this.held.delete(client);
     };
     client.on('close', end).on('error', end);
     upstream.on('close', end).on('error', end);
   }
 }
 
-/** Copies `from` to `to` with backpressure; while stalled nothing is read, so the peer's writes back up in TCP. */
+/** Copies `from` to `to` with backpressure; while stalled `from` stays paused, so its writes back up in TCP. */
 function forward(from: Socket, to: Socket, stalled: () => boolean): void {
   from.on('data', (chunk) => {
     if (!to.write(chunk)) from.pause();

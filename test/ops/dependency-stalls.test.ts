@@ -193,15 +193,22 @@ describe(`Redis stalled behind a forwarder (${ENGINE})`, () => {
 
   it('stalled: sign-in answers within the Redis bound on memory limits, /ready names redis, one warning', async () => {
     redis.stall();
+    // Limiter commands name their keys (`svc:signin-…`); the connection's own handshake does not.
+    const limiterCommands = () => redis.sentWhileStalled().split('svc:signin').length - 1;
     for (let i = 0; i < 3; i++) {
       const { value: res, ms } = await timed(() => postSession(server.url.auth, 'ada'));
       expect(res.status).toBe(201);
       expect(ms).toBeLessThan(REDIS_TIMEOUT_MS + MARGIN_MS);
     }
+    // Redis was waited for once: the first sign-in's commands met the stall, then the connection was dropped and
+    // every later limit went straight to memory, sending nothing more.
+    const waitedOn = limiterCommands();
+    expect(waitedOn).toBeGreaterThan(0);
     // The limits still hold, counted in this instance's memory.
     const during = await failures(perUsername + 1);
     expect(during.statuses).toEqual([401, 401, 401, 429]);
     expect(during.inRedis).toBeNull();
+    expect(limiterCommands()).toBe(waitedOn);
     const ready = await fetch(`${server.url.api}/ready`);
     expect(ready.status).toBe(503);
     expect((await ready.json()) as unknown).toMatchObject({ checks: { redis: 'down' } });
