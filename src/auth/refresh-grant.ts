@@ -79,13 +79,7 @@ export async function refreshTokenGrant(ctx: AppContext, p: Params): Promise<Tok
   });
   if (!won) return reuse(now);
   ctx.metrics.refresh('rotated');
-  return {
-    access_token: await mintConnectionAccessToken(ctx, connection, scope),
-    token_type: 'Bearer',
-    expires_in: ACCESS_TOKEN_TTL_SECONDS,
-    scope,
-    refresh_token: successor.token,
-  };
+  return tokensFor(ctx, connection, scope, successor.token);
 
   /** A rotated token presented again: within the grace window the same successor, else the connection ends. */
   async function reuse(rotatedAt: number): Promise<TokenResponse> {
@@ -96,17 +90,27 @@ export async function refreshTokenGrant(ctx: AppContext, p: Params): Promise<Tok
       if (next && next.rotated_at === null && narrowed(next.scope).length > 0) {
         const scope = narrowed(next.scope).join(' ');
         ctx.metrics.refresh('grace_replay');
-        return {
-          access_token: await mintConnectionAccessToken(ctx, connection, scope),
-          token_type: 'Bearer',
-          expires_in: ACCESS_TOKEN_TTL_SECONDS,
-          scope,
-          refresh_token: successor,
-        };
+        return tokensFor(ctx, connection, scope, successor);
       }
     }
     return revokeForReuse(ctx, row!.id);
   }
+}
+
+/** The answer of a refresh: a new access token for `scope`, and the refresh token the client is to keep. */
+async function tokensFor(
+  ctx: AppContext,
+  connection: Pick<ConnectionRow, 'id' | 'user_id' | 'client_id' | 'resource' | 'agency_id' | 'member_id'>,
+  scope: string,
+  refreshToken: string,
+): Promise<TokenResponse> {
+  return {
+    access_token: await mintConnectionAccessToken(ctx, connection, scope),
+    token_type: 'Bearer',
+    expires_in: ACCESS_TOKEN_TTL_SECONDS,
+    scope,
+    refresh_token: refreshToken,
+  };
 }
 
 /**

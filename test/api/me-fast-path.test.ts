@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { meFastPath } from '../../src/api/me-fast-path.js';
+import { accessLine as accessLineOf, counters as countersOf, delta } from '../helpers/fast-path-compare.js';
 import { signIn, startTestServer, type TestServer, userId } from '../helpers/harness.js';
 import { type RawResponse, rawRequest } from '../helpers/raw-http.js';
 import { OLD_VERSION, testVersions } from '../helpers/test-versions.js';
@@ -59,22 +60,9 @@ function comparable(side: Side, r: RawResponse) {
   return { status: r.status, headers, body: scrub(r.body) };
 }
 
-/** The access log line of one request, without what varies by nature (times, pid, request id). */
-function accessLine(side: Side, requestId: string) {
-  const line = server(side).logs.lines.find((l) => l['request_id'] === requestId && l['msg'] === 'request');
-  expect(line).toBeDefined();
-  const { time: _t, pid: _p, hostname: _h, ms: _ms, request_id: _id, ...rest } = line!;
-  return rest;
-}
-
-/** The counters of the metrics listener (histograms left out: their buckets depend on timing). */
-async function counters(side: Side): Promise<Map<string, number>> {
-  const text = await (await fetch(server(side).services.metricsUrl!)).text();
-  const lines = text.split('\n').filter((l) => /^svc_(http_requests|cache_lookups)_total\{/.test(l));
-  return new Map(lines.map((l) => [l.slice(0, l.lastIndexOf(' ')), Number(l.slice(l.lastIndexOf(' ') + 1))]));
-}
-const delta = (before: Map<string, number>, after: Map<string, number>) =>
-  Object.fromEntries([...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)]).filter(([, d]) => d !== 0));
+const COUNTERS = /^svc_(http_requests|cache_lookups)_total\{/;
+const accessLine = (side: Side, requestId: string) => accessLineOf(server(side), requestId);
+const counters = (side: Side) => countersOf(server(side), COUNTERS);
 
 async function both(o: Sent = {}) {
   const before = { fast: await counters('fast'), slow: await counters('slow') };

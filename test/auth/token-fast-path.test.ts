@@ -2,6 +2,7 @@ import { connect as connectSocket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Params } from '../../src/web/form.js';
 import { DependencyUnavailable } from '../../src/http/dependency-outage.js';
+import { accessLine as accessLineOf, counters as countersOf, delta } from '../helpers/fast-path-compare.js';
 import { startTestServer, type TestServer } from '../helpers/harness.js';
 import { type RawResponse, rawRequest } from '../helpers/raw-http.js';
 import { connect } from './oauth-helpers.js';
@@ -72,22 +73,9 @@ function comparable(side: Side, r: RawResponse) {
   return { status: r.status, headers, body: names(JSON.stringify(json)) };
 }
 
-/** The access log line of one request, without what varies by nature (times, pid, request id). */
-function accessLine(side: Side, requestId: string) {
-  const line = server(side).logs.lines.find((l) => l['request_id'] === requestId && l['msg'] === 'request');
-  expect(line).toBeDefined();
-  const { time: _t, pid: _p, hostname: _h, ms: _ms, request_id: _id, ...rest } = line!;
-  return rest;
-}
-
-/** The request and refresh counters of the metrics listener (histograms left out: their buckets depend on timing). */
-async function counters(side: Side): Promise<Map<string, number>> {
-  const text = await (await fetch(server(side).services.metricsUrl!)).text();
-  const lines = text.split('\n').filter((l) => /^svc_(http_requests|refresh\w*)_total\{/.test(l));
-  return new Map(lines.map((l) => [l.slice(0, l.lastIndexOf(' ')), Number(l.slice(l.lastIndexOf(' ') + 1))]));
-}
-const delta = (before: Map<string, number>, after: Map<string, number>) =>
-  Object.fromEntries([...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)]).filter(([, d]) => d !== 0));
+const COUNTERS = /^svc_(http_requests|oauth_refresh)_total\{/;
+const accessLine = (side: Side, requestId: string) => accessLineOf(server(side), requestId);
+const counters = (side: Side) => countersOf(server(side), COUNTERS);
 
 /** The same request to both sides; both answers, and each side's counters' change. */
 async function both(o: Sent) {
