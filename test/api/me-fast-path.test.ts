@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { meFastPath } from '../../src/api/me-fast-path.js';
-import { accessLine as accessLineOf, counters as countersOf, delta } from '../helpers/fast-path-compare.js';
+import { accessLine as accessLineOf, sendToBoth, type Side } from '../helpers/fast-path-compare.js';
 import { signIn, startTestServer, type TestServer, userId } from '../helpers/harness.js';
 import { type RawResponse, rawRequest } from '../helpers/raw-http.js';
 import { OLD_VERSION, testVersions } from '../helpers/test-versions.js';
@@ -31,7 +31,6 @@ beforeAll(async () => {
 });
 afterAll(() => Promise.all([fast?.close(), slow?.close()]));
 
-type Side = 'fast' | 'slow';
 const server = (side: Side) => (side === 'fast' ? fast : slow);
 
 interface Sent {
@@ -62,19 +61,8 @@ function comparable(side: Side, r: RawResponse) {
 
 const COUNTERS = /^svc_(http_requests|cache_lookups)_total\{/;
 const accessLine = (side: Side, requestId: string) => accessLineOf(server(side), requestId);
-const counters = (side: Side) => countersOf(server(side), COUNTERS);
 
-async function both(o: Sent = {}) {
-  const before = { fast: await counters('fast'), slow: await counters('slow') };
-  const a = await send('fast', o);
-  const b = await send('slow', o);
-  return {
-    a,
-    b,
-    fastCounted: delta(before.fast, await counters('fast')),
-    slowCounted: delta(before.slow, await counters('slow')),
-  };
-}
+const both = (o: Sent = {}) => sendToBoth({ fast, slow }, COUNTERS, (side) => send(side, o));
 
 describe('GET /me beside Fastify answers exactly what the route answers', () => {
   it.each([

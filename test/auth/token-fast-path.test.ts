@@ -2,7 +2,7 @@ import { connect as connectSocket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Params } from '../../src/web/form.js';
 import { DependencyUnavailable } from '../../src/http/dependency-outage.js';
-import { accessLine as accessLineOf, counters as countersOf, delta } from '../helpers/fast-path-compare.js';
+import { accessLine as accessLineOf, sendToBoth, type Side } from '../helpers/fast-path-compare.js';
 import { startTestServer, type TestServer } from '../helpers/harness.js';
 import { type RawResponse, rawRequest } from '../helpers/raw-http.js';
 import { connect } from './oauth-helpers.js';
@@ -25,7 +25,6 @@ beforeAll(async () => {
 });
 afterAll(() => Promise.all([fast?.close(), slow?.close()]));
 
-type Side = 'fast' | 'slow';
 const server = (side: Side) => (side === 'fast' ? fast : slow);
 
 /** A refresh chain on each side: its client and its current refresh token. */
@@ -75,20 +74,8 @@ function comparable(side: Side, r: RawResponse) {
 
 const COUNTERS = /^svc_(http_requests|oauth_refresh)_total\{/;
 const accessLine = (side: Side, requestId: string) => accessLineOf(server(side), requestId);
-const counters = (side: Side) => countersOf(server(side), COUNTERS);
 
-/** The same request to both sides; both answers, and each side's counters' change. */
-async function both(o: Sent) {
-  const before = { fast: await counters('fast'), slow: await counters('slow') };
-  const a = await send('fast', o);
-  const b = await send('slow', o);
-  return {
-    a,
-    b,
-    fastCounted: delta(before.fast, await counters('fast')),
-    slowCounted: delta(before.slow, await counters('slow')),
-  };
-}
+const both = (o: Sent) => sendToBoth({ fast, slow }, COUNTERS, (side) => send(side, o));
 
 async function expectSame(o: Sent, status: number) {
   const { a, b, fastCounted, slowCounted } = await both(o);

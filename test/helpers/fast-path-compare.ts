@@ -24,3 +24,23 @@ export async function counters(server: TestServer, names: RegExp): Promise<Map<s
 /** The series that changed between two readings of `counters`, with their change. */
 export const delta = (before: Map<string, number>, after: Map<string, number>) =>
   Object.fromEntries([...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)]).filter(([, d]) => d !== 0));
+
+export type Side = 'fast' | 'slow';
+
+/** The same request to the server with the fast path, then to the one without: both answers and counters' change. */
+export async function sendToBoth<R>(
+  servers: Record<Side, TestServer>,
+  names: RegExp,
+  send: (side: Side) => Promise<R>,
+) {
+  const read = (side: Side) => counters(servers[side], names);
+  const before = { fast: await read('fast'), slow: await read('slow') };
+  const a = await send('fast');
+  const b = await send('slow');
+  return {
+    a,
+    b,
+    fastCounted: delta(before.fast, await read('fast')),
+    slowCounted: delta(before.slow, await read('slow')),
+  };
+}
