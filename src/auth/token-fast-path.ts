@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { AppContext } from '../context.js';
-import { classifyError } from '../http/framework-errors.js';
+import type { FastifyBaseLogger } from 'fastify';
+import { classifyAndReport } from '../http/framework-errors.js';
 import { OAuthError, oauthErrorBody, oauthErrorHeaders, toOAuthError } from '../http/oauth-errors.js';
 import type { FastResponse, FormFastPath } from '../http/server.js';
 import { Params } from '../web/form.js';
@@ -23,12 +24,12 @@ const ROUTE = '/oauth/token';
 export function tokenFastPath(ctx: AppContext): FormFastPath {
   return {
     url: ROUTE,
-    async answer(request, form, requestId) {
+    async answer(request, form, requestId, log) {
       if (!isPlainRefresh(request, form)) return undefined;
       try {
         return tokenAnswer(ROUTE, 200, NO_STORE, await refreshTokenGrant(ctx, new Params(form)));
       } catch (error) {
-        return errorAnswer(ctx, error, requestId);
+        return errorAnswer(error, requestId, log);
       }
     },
   };
@@ -45,16 +46,11 @@ function isPlainRefresh(request: IncomingMessage, form: URLSearchParams): boolea
   );
 }
 
-/** As the OAuth scope's error handler answers (http/oauth-errors.ts, http/framework-errors.ts `renderErrors`). */
-function errorAnswer(ctx: AppContext, error: unknown, requestId: string): FastResponse {
+/** As the OAuth scope's error handler answers (http/oauth-errors.ts through http/framework-errors.ts). */
+function errorAnswer(error: unknown, requestId: string, log: FastifyBaseLogger): FastResponse {
   if (error instanceof OAuthError)
     return tokenAnswer(ROUTE, error.status, oauthErrorHeaders(error), oauthErrorBody(error));
-  const classified = classifyError(error);
-  if (classified.kind === 'internal') ctx.log.error({ err: error, request_id: requestId }, 'unhandled error');
+  const { error: classified, headers } = classifyAndReport(error, log.child({ request_id: requestId }));
   const e = toOAuthError(classified, requestId);
-  const retryAfter: Record<string, string> =
-    classified.kind === 'unavailable' && classified.retryAfterSeconds !== undefined
-      ? { 'retry-after': String(classified.retryAfterSeconds) }
-      : {};
-  return tokenAnswer(ROUTE, e.status, { ...retryAfter, ...oauthErrorHeaders(e) }, oauthErrorBody(e));
+  return tokenAnswer(ROUTE, e.status, { ...headers, ...oauthErrorHeaders(e) }, oauthErrorBody(e));
 }

@@ -1,4 +1,11 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import type {
+  FastifyBaseLogger,
+  FastifyError,
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  HTTPMethods,
+} from 'fastify';
 import { isDependencyOutage, OUTAGE_RETRY_AFTER_SECONDS } from './dependency-outage.js';
 
 /**
@@ -65,16 +72,31 @@ export interface ErrorRendering {
   routeMiss?(miss: RouteMiss, request: FastifyRequest, reply: FastifyReply): FastifyReply;
 }
 
-/** Installs a scope's error and not-found handlers; the one place unexpected errors are logged. */
+/**
+ * An error that is not a surface's own, as every surface answers it: classified, logged (with its stack, on `log`,
+ * the request's logger) when it is a bug, and with the `Retry-After` header an outage is answered with. The one place
+ * unexpected errors are logged, for Fastify's handlers (`renderErrors`) and for the fast paths beside Fastify alike.
+ */
+export function classifyAndReport(
+  error: unknown,
+  log: Pick<FastifyBaseLogger, 'error'>,
+): { error: ErrorClass; headers: Record<string, string> } {
+  const classified = classifyError(error);
+  if (classified.kind === 'internal') log.error({ err: error }, 'unhandled error');
+  const retryAfter = classified.kind === 'unavailable' ? classified.retryAfterSeconds : undefined;
+  return {
+    error: classified,
+    headers: retryAfter === undefined ? {} : { 'retry-after': String(retryAfter) },
+  };
+}
+
+/** Installs a scope's error and not-found handlers. */
 export function renderErrors(app: FastifyInstance, rendering: ErrorRendering): void {
   app.setErrorHandler((error, request, reply) => {
     const own = rendering.own?.(error, request, reply);
     if (own) return own;
-    const classified = classifyError(error);
-    if (classified.kind === 'internal') request.log.error({ err: error }, 'unhandled error');
-    if (classified.kind === 'unavailable' && classified.retryAfterSeconds !== undefined) {
-      reply.header('retry-after', String(classified.retryAfterSeconds));
-    }
+    const { error: classified, headers } = classifyAndReport(error, request.log);
+    reply.headers(headers);
     return rendering.classified(classified, request, reply);
   });
   const renderMiss = rendering.routeMiss;

@@ -59,10 +59,12 @@ export type RawFastPath = (request: IncomingMessage) => FastResponse | undefined
  */
 export interface FormFastPath {
   url: string;
+  /** `log` is the server's; a line about this request carries `requestId` (a child is made only to log). */
   answer(
     request: IncomingMessage,
     form: URLSearchParams,
     requestId: string,
+    log: FastifyBaseLogger,
   ): Promise<FastResponse | undefined>;
 }
 
@@ -214,7 +216,7 @@ function answerFormsBesideFastify(
     request.on('end', () => {
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
       const id = newId('req');
-      fastPath.answer(request, new URLSearchParams(body.toString()), id).then(
+      fastPath.answer(request, new URLSearchParams(body.toString()), id, log).then(
         (answer) => {
           if (answer) return write(answer, id);
           kept.set(request, body);
