@@ -12,6 +12,7 @@ import { revokeRoutes } from './revoke.js';
 import { sessionRoutes } from './sessions.js';
 import { tokenRoutes } from './token.js';
 import { tokenFastPath } from './token-fast-path.js';
+import { ANY_ORIGIN } from './token-response.js';
 import type { SurfaceServerOptions } from '../http/server.js';
 
 /**
@@ -78,7 +79,7 @@ export async function authSurface(
     await oauth.register(oauthJsonErrors);
     acceptForms(oauth);
     oauth.addHook('onSend', async (_request, reply, payload) => {
-      reply.header('access-control-allow-origin', '*');
+      reply.header(...ANY_ORIGIN);
       return payload;
     });
     await tokenRoutes(oauth, ctx, registry);

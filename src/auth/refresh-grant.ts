@@ -11,10 +11,9 @@ import { SCOPES } from '../domain/scopes.js';
 import { hashSecret, randomSecret } from '../base/secrets.js';
 import { OAuthError } from '../http/oauth-errors.js';
 import type { Params } from '../web/form.js';
-import { ACCESS_TOKEN_TTL_SECONDS, mintConnectionAccessToken } from './access-token.js';
 import { familyOf, successorOf } from './refresh-token.js';
 import { checkTokenResource } from './resource-indicator.js';
-import type { TokenResponse } from './token-response.js';
+import { connectionTokens, type TokenResponse } from './token-response.js';
 
 /**
  * The refresh_token grant (RFC 6749 §6) with rotation on every use (OAuth 2.1 §4.3.1, RFC 9700 §4.14.2): the token
@@ -79,7 +78,7 @@ export async function refreshTokenGrant(ctx: AppContext, p: Params): Promise<Tok
   });
   if (!won) return reuse(now);
   ctx.metrics.refresh('rotated');
-  return tokensFor(ctx, connection, scope, successor.token);
+  return connectionTokens(ctx, connection, scope, successor.token);
 
   /** A rotated token presented again: within the grace window the same successor, else the connection ends. */
   async function reuse(rotatedAt: number): Promise<TokenResponse> {
@@ -90,27 +89,11 @@ export async function refreshTokenGrant(ctx: AppContext, p: Params): Promise<Tok
       if (next && next.rotated_at === null && narrowed(next.scope).length > 0) {
         const scope = narrowed(next.scope).join(' ');
         ctx.metrics.refresh('grace_replay');
-        return tokensFor(ctx, connection, scope, successor);
+        return connectionTokens(ctx, connection, scope, successor);
       }
     }
     return revokeForReuse(ctx, row!.id);
   }
-}
-
-/** The answer of a refresh: a new access token for `scope`, and the refresh token the client is to keep. */
-async function tokensFor(
-  ctx: AppContext,
-  connection: Pick<ConnectionRow, 'id' | 'user_id' | 'client_id' | 'resource' | 'agency_id' | 'member_id'>,
-  scope: string,
-  refreshToken: string,
-): Promise<TokenResponse> {
-  return {
-    access_token: await mintConnectionAccessToken(ctx, connection, scope),
-    token_type: 'Bearer',
-    expires_in: ACCESS_TOKEN_TTL_SECONDS,
-    scope,
-    refresh_token: refreshToken,
-  };
 }
 
 /**

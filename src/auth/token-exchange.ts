@@ -6,7 +6,7 @@ import { effectivePermissions } from '../domain/permissions.js';
 import { signJwt, TOKEN_TYPES } from '../tokens/jwt.js';
 import { type OAuthPrincipal, TokenError } from '../tokens/verifier.js';
 import type { Params } from '../web/form.js';
-import { OAuthError } from '../http/oauth-errors.js';
+import { NO_STORE, OAuthError } from '../http/oauth-errors.js';
 import { safeEqual } from '../base/secrets.js';
 
 /**
@@ -58,11 +58,7 @@ export async function tokenExchangeGrant(
     requestedTokenType: p.get('requested_token_type'),
   });
   // RFC 6749 §5.1 (RFC 8693 §2.2.1): token responses are never cached.
-  return reply
-    .code(200)
-    .headers({ 'cache-control': 'no-store', pragma: 'no-cache' })
-    .type('application/json; charset=utf-8')
-    .send(body);
+  return reply.code(200).headers(NO_STORE).type('application/json; charset=utf-8').send(body);
 }
 
 /** The exchange itself; throws OAuthError (RFC 6749 §5.2 / RFC 8693 §2.2.2). */

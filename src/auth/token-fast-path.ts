@@ -2,11 +2,17 @@ import type { IncomingMessage } from 'node:http';
 import type { AppContext } from '../context.js';
 import type { FastifyBaseLogger } from 'fastify';
 import { classifyAndReport } from '../http/framework-errors.js';
-import { OAuthError, oauthErrorBody, oauthErrorHeaders, toOAuthError } from '../http/oauth-errors.js';
+import {
+  NO_STORE,
+  OAuthError,
+  oauthErrorBody,
+  oauthErrorHeaders,
+  toOAuthError,
+} from '../http/oauth-errors.js';
 import type { FastResponse, FormFastPath } from '../http/server.js';
 import { Params } from '../web/form.js';
 import { refreshTokenGrant } from './refresh-grant.js';
-import { NO_STORE, tokenAnswer } from './token-response.js';
+import { tokenAnswer } from './token-response.js';
 
 const ROUTE = '/oauth/token';
 

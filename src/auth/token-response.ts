@@ -1,5 +1,9 @@
 import type { FastifyReply } from 'fastify';
+import type { AppContext } from '../context.js';
+import type { ConnectionRow } from '../domain/connections.js';
+import { NO_STORE } from '../http/oauth-errors.js';
 import type { FastResponse } from '../http/server.js';
+import { ACCESS_TOKEN_TTL_SECONDS, mintConnectionAccessToken } from './access-token.js';
 
 /** A successful token response (RFC 6749 §5.1). */
 export interface TokenResponse {
@@ -10,8 +14,24 @@ export interface TokenResponse {
   refresh_token?: string;
 }
 
-/** RFC 6749 §5.1: no-store on every response carrying tokens. */
-const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' } as const;
+/** The answer of the code and refresh grants: a new access token for `scope`, and a refresh token when there is one. */
+export async function connectionTokens(
+  ctx: AppContext,
+  connection: Pick<ConnectionRow, 'id' | 'user_id' | 'client_id' | 'resource' | 'agency_id' | 'member_id'>,
+  scope: string,
+  refreshToken: string | undefined,
+): Promise<TokenResponse> {
+  return {
+    access_token: await mintConnectionAccessToken(ctx, connection, scope),
+    token_type: 'Bearer',
+    expires_in: ACCESS_TOKEN_TTL_SECONDS,
+    scope,
+    ...(refreshToken === undefined ? {} : { refresh_token: refreshToken }),
+  };
+}
+
+/** Browser-based clients call the OAuth JSON endpoints cross-origin, without cookies (auth/plugin.ts). */
+export const ANY_ORIGIN = ['access-control-allow-origin', '*'] as const;
 const JSON_TYPE = 'application/json; charset=utf-8';
 
 export function sendTokens(reply: FastifyReply, body: TokenResponse): FastifyReply {
@@ -25,13 +45,11 @@ export function sendTokens(reply: FastifyReply, body: TokenResponse): FastifyRep
 export function tokenAnswer(
   route: string,
   status: number,
-  headers: Record<string, string>,
+  headers: Readonly<Record<string, string>>,
   body: unknown,
 ): FastResponse {
   const list: string[] = [];
   for (const [name, value] of Object.entries(headers)) list.push(name, value);
-  list.push('content-type', JSON_TYPE, 'access-control-allow-origin', '*');
+  list.push('content-type', JSON_TYPE, ...ANY_ORIGIN);
   return { route, status, headers: list, body: JSON.stringify(body) };
 }
-
-export { NO_STORE };

@@ -4,7 +4,6 @@ import { activateGrant, endConnection, isUniqueViolation } from '../domain/conne
 import { parseList } from '../domain/permissions.js';
 import { storeRefreshToken } from '../domain/refresh-tokens.js';
 import { newRefreshToken } from './refresh-token.js';
-import { ACCESS_TOKEN_TTL_SECONDS, mintConnectionAccessToken } from './access-token.js';
 import type { ClientRegistry } from './clients/registry.js';
 import { refuseClientCredentials } from './client-authentication.js';
 import { Params } from '../web/form.js';
@@ -15,7 +14,7 @@ import { hashSecret, randomSecret } from '../base/secrets.js';
 import { TOKEN_EXCHANGE_GRANT, tokenExchangeGrant } from './token-exchange.js';
 import { refreshTokenGrant } from './refresh-grant.js';
 import { checkTokenResource } from './resource-indicator.js';
-import { sendTokens, type TokenResponse } from './token-response.js';
+import { connectionTokens, sendTokens } from './token-response.js';
 
 /**
  * The token endpoint (RFC 6749 §3.2) at POST /oauth/token: the `authorization_code` grant (§4.1.3, RFC 7636 §4.5)
@@ -90,16 +89,10 @@ async function authorizationCodeGrant(
     .executeTakeFirstOrThrow();
   await registry.markUsed(clientId);
   const scope = row.scope;
-  const body: TokenResponse = {
-    access_token: await mintConnectionAccessToken(ctx, connection, scope),
-    token_type: 'Bearer',
-    expires_in: ACCESS_TOKEN_TTL_SECONDS,
-    scope,
-  };
-  if (parseList(scope).includes(SCOPES.offline)) {
-    body.refresh_token = await issueRefreshToken(ctx, connection.id, scope);
-  }
-  return sendTokens(reply, body);
+  const refreshToken = parseList(scope).includes(SCOPES.offline)
+    ? await issueRefreshToken(ctx, connection.id, scope)
+    : undefined;
+  return sendTokens(reply, await connectionTokens(ctx, connection, scope, refreshToken));
 }
 
 /**

@@ -36,12 +36,11 @@ export class OAuthError extends Error {
   }
 }
 
+/** RFC 6749 §5.1 and §5.2: no caching of any answer of the token endpoint, tokens or errors. */
+export const NO_STORE: Readonly<Record<string, string>> = { 'cache-control': 'no-store', pragma: 'no-cache' };
+
 /** The headers of an error answer before its content type, and its body: one definition for every writer. */
-export const oauthErrorHeaders = (e: OAuthError): Record<string, string> => ({
-  'cache-control': 'no-store',
-  pragma: 'no-cache',
-  ...e.headers,
-});
+export const oauthErrorHeaders = (e: OAuthError): Record<string, string> => ({ ...NO_STORE, ...e.headers });
 export const oauthErrorBody = (e: OAuthError) => ({ error: e.code, error_description: e.description });
 
 export function sendOAuthError(reply: FastifyReply, e: OAuthError): FastifyReply {
