@@ -18,7 +18,7 @@ const CACHES = ['token', 'session_liveness', 'connection_liveness', 'user'] as c
  * A count kept as a plain number on the hot path and added to its prom-client series when scraped. Why: a labelled
  * child of prom-client 15 (`counter.labels(...)`) still hashes and validates its labels on every `inc`; four such
  * increments per request (the request and three cache lookups) cost `GET /me` 6–9 CPU µs with metrics on
- * (bench/rest.mjs). Counters only: their value at a scrape is the same either way. The latency histogram keeps
+ * (bench/rest.mjs), and every refresh rotation counts its outcome. Counters only: their value at a scrape is the same either way. The latency histogram keeps
  * prom-client's `observe`, as its buckets have no public way to be added to in bulk.
  */
 interface PendingCount {
@@ -28,6 +28,15 @@ interface PendingCount {
 
 interface RequestSeries extends PendingCount {
   latency: Histogram.Internal<string>;
+}
+
+/** A pending count of `counter`'s series `labels`, exported at 0 from the start and flushed with `flushed`. */
+function pendingCount(counter: Counter<string>, flushed: PendingCount[], ...labels: string[]): PendingCount {
+  const series = counter.labels(...labels);
+  series.inc(0);
+  const count: PendingCount = { pending: 0, series };
+  flushed.push(count);
+  return count;
 }
 
 /** Hands every pending count to its series (a counter's `collect`, run by prom-client at each scrape). */
@@ -57,9 +66,9 @@ export class PrometheusMetrics implements Metrics {
   readonly users: CacheCounter;
   private readonly requests: Counter<string>;
   private readonly latency: Histogram<string>;
-  /** Label children by their values, so a request costs a map lookup rather than prom-client's label hashing. */
+  /** Each request series by its label values: its pending count and its histogram child, found by one map lookup. */
   private readonly series = new Map<string, RequestSeries>();
-  private readonly refreshes: Counter<string>;
+  private readonly refreshes: Record<RefreshOutcome, PendingCount>;
   private readonly revoked: Counter<string>;
   private readonly refusals: Counter<string>;
   private readonly unparsed: Counter<string>;
@@ -93,13 +102,8 @@ export class PrometheusMetrics implements Metrics {
       collect: () => flush(lookupCounts),
     });
     const counter = (cache: (typeof CACHES)[number]): CacheCounter => {
-      const [hit, miss] = (['hit', 'miss'] as const).map((result) => {
-        const series = lookups.labels(cache, result);
-        series.inc(0);
-        const count: PendingCount = { pending: 0, series };
-        lookupCounts.push(count);
-        return count;
-      }) as [PendingCount, PendingCount];
+      const hit = pendingCount(lookups, lookupCounts, cache, 'hit');
+      const miss = pendingCount(lookups, lookupCounts, cache, 'miss');
       return { lookup: (isHit) => void (isHit ? hit : miss).pending++ };
     };
     [this.tokenCache, this.sessionLiveness, this.connectionLiveness, this.users] = CACHES.map(counter) as [
@@ -108,12 +112,17 @@ export class PrometheusMetrics implements Metrics {
       CacheCounter,
       CacheCounter,
     ];
-    this.refreshes = new Counter({
+    const refreshCounts: PendingCount[] = [];
+    const refreshes = new Counter({
       name: 'svc_oauth_refresh_total',
       help: 'Refresh tokens presented, by outcome: rotated, replayed within the grace window, reuse detected (connection revoked)',
       labelNames: ['outcome'],
       registers,
+      collect: () => flush(refreshCounts),
     });
+    this.refreshes = Object.fromEntries(
+      REFRESH_OUTCOMES.map((outcome) => [outcome, pendingCount(refreshes, refreshCounts, outcome)]),
+    ) as Record<RefreshOutcome, PendingCount>;
     this.revoked = new Counter({
       name: 'svc_connections_revoked_total',
       help: 'Connections (OAuth grants) ended by this instance, by reason',
@@ -134,7 +143,6 @@ export class PrometheusMetrics implements Metrics {
     });
     this.dependencyGauge();
     // Every known label value starts at 0, so a rate() or an alert sees the series before its first event.
-    for (const outcome of REFRESH_OUTCOMES) this.refreshes.labels(outcome).inc(0);
     for (const reason of REVOKE_REASONS) this.revoked.labels(reason).inc(0);
     for (const surface of SURFACES)
       for (const status of PARSER_REFUSAL_STATUSES) this.unparsed.labels(surface, String(status)).inc(0);
@@ -159,7 +167,7 @@ export class PrometheusMetrics implements Metrics {
   }
 
   refresh(outcome: RefreshOutcome): void {
-    this.refreshes.labels(outcome).inc();
+    this.refreshes[outcome].pending++;
   }
 
   connectionRevoked(reason: string, count = 1): void {
