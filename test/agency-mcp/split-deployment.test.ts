@@ -80,15 +80,20 @@ it(`serves tools through the token exchange and the dashboard API over HTTP (${E
   }
 });
 
+/** `tools/call list_clients` on the agency MCP server at `mcpUrl` (its `/mcp`). */
+const listClients = (mcpUrl: string, token: string) =>
+  modernRequest(mcpUrl, 'tools/call', { name: 'list_clients', arguments: {} }, { token });
+
+/** An outage as the agency MCP server answers it: 503, the Retry-After given, a JSON-RPC server error. */
+async function expectOutage(res: Response, retryAfter: string): Promise<void> {
+  expect(res.status).toBe(503);
+  expect(res.headers.get('retry-after')).toBe(retryAfter);
+  expect(((await res.json()) as { error: { code: number } }).error.code).toBe(-32000);
+}
+
 it('stops serving a connection revoked by the authorization server, within the liveness bound', async () => {
   const g = await grant(auth);
-  const call = () =>
-    modernRequest(
-      `${agencyUrl}/mcp`,
-      'tools/call',
-      { name: 'list_clients', arguments: {} },
-      { token: g.token },
-    );
+  const call = () => listClients(`${agencyUrl}/mcp`, g.token);
   expect((await call()).status).toBe(200);
   await revokeConnection(auth.services.ctx.db, auth.clock, g.connection.id, 'disconnected');
   auth.clock.advance(auth.config.livenessCacheSeconds * 1000 + 1);
@@ -125,16 +130,9 @@ it('answers 503, and tells the operator, when its client secret is not the autho
   try {
     const { token } = await grant(auth);
     const port = boundPort(other.ctx.config, 'agency-mcp');
-    const res = await modernRequest(
-      `http://127.0.0.1:${port}/mcp`,
-      'tools/call',
-      { name: 'list_clients', arguments: {} },
-      { token },
-    );
+    const res = await listClients(`http://127.0.0.1:${port}/mcp`, token);
     // Not the caller's fault: 503 with Retry-After and a JSON-RPC error, and a log line naming the setting to fix.
-    expect(res.status).toBe(503);
-    expect(res.headers.get('retry-after')).toBe('30');
-    expect(((await res.json()) as { error: { code: number } }).error.code).toBe(-32000);
+    await expectOutage(res, '30');
     expect(JSON.stringify(logs.lines)).toContain('AGENCY_MCP_CLIENT_SECRET');
   } finally {
     await other.close();
@@ -167,15 +165,7 @@ it(`an authorization server that stops answering is an outage: 503 with Retry-Af
     const { token } = await grant(server);
     forwarder.stall();
     for (let i = 0; i < 2; i++) {
-      const res = await modernRequest(
-        `${url}/mcp`,
-        'tools/call',
-        { name: 'list_clients', arguments: {} },
-        { token },
-      );
-      expect(res.status).toBe(503);
-      expect(res.headers.get('retry-after')).toBe('5');
-      expect(((await res.json()) as { error: { code: number } }).error.code).toBe(-32000);
+      await expectOutage(await listClients(`${url}/mcp`, token), '5');
     }
     // Warnings and errors beside the access log's lines (a 503 is logged per request there, at error).
     const lines = logs.lines.filter((l) => (l['level'] as number) >= 40 && l['msg'] !== 'request');

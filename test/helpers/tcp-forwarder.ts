@@ -112,7 +112,9 @@ export class TcpForwarder {
     client.on('data', (chunk: Buffer) => {
       if (this.stalled) {
         this.stalledBytes.push(chunk);
-        this.held.set(client, [...(this.held.get(client) ?? []), chunk]);
+        let held = this.held.get(client);
+        if (!held) this.held.set(client, (held = []));
+        held.push(chunk);
       } else if (!upstream.write(chunk)) client.pause();
     });
     upstream.on('drain', () => client.resume());
