@@ -12,7 +12,7 @@ import { OAuthError } from '../http/oauth-errors.js';
  */
 export function refuseClientCredentials(ctx: { config: Config }, request: FastifyRequest, p: Params): void {
   const authorization = request.headers.authorization;
-  if (authorization !== undefined || p.has('client_secret') || p.has('client_assertion')) {
+  if (presentsClientCredentials(authorization, p)) {
     // RFC 6749 §5.2: a client that tried the Authorization header gets 401 with a challenge of its scheme.
     const scheme = authorization?.split(' ')[0]?.replace(/[^A-Za-z0-9_-]/g, '') || undefined;
     throw new OAuthError(
@@ -22,4 +22,9 @@ export function refuseClientCredentials(ctx: { config: Config }, request: Fastif
       scheme ? { 'www-authenticate': `${scheme} realm="${urls.issuer(ctx.config)}"` } : {},
     );
   }
+}
+
+/** Whether a request presents client credentials of any kind: an Authorization header, a secret or an assertion. */
+export function presentsClientCredentials(authorization: string | undefined, p: Params): boolean {
+  return authorization !== undefined || p.has('client_secret') || p.has('client_assertion');
 }

@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import type { AppContext } from '../context.js';
 import type { FastifyBaseLogger } from 'fastify';
 import { classifyAndReport } from '../http/framework-errors.js';
@@ -11,6 +10,7 @@ import {
 } from '../http/oauth-errors.js';
 import type { FastResponse, FormFastPath } from '../http/server.js';
 import { Params } from '../web/form.js';
+import { presentsClientCredentials } from './client-authentication.js';
 import { refreshTokenGrant } from './refresh-grant.js';
 import { tokenAnswer } from './token-response.js';
 
@@ -21,9 +21,9 @@ const ROUTE = '/oauth/token';
  * connection and in bursts when hosts refresh in parallel. Fastify's request, reply, routing, body parser and hooks
  * cost about as much per rotation as the rotation's database work (bench/refresh.mjs, docs/performance.md).
  *
- * It takes only a form whose one `grant_type` is `refresh_token`, with no client credentials (no Authorization header,
- * no `client_secret` or `client_assertion`: those get the route's `invalid_client` answer); everything else goes to the
- * route in token.ts unread. What it takes it answers whole with the route's own grant (refresh-grant.ts), so the
+ * It takes only a form whose one `grant_type` is `refresh_token`, with no client credentials (`presentsClientCredentials`,
+ * the rule the route refuses them by with `invalid_client`); everything else goes to the route in token.ts with its
+ * body (http/server.ts replays it). What it takes it answers whole with the route's own grant (refresh-grant.ts), so the
  * rules exist once; only the writing of the answer is its own, the route's bytes and headers in the route's order
  * (`test/auth/token-fast-path.test.ts` holds the two to the same answers).
  */
@@ -31,9 +31,12 @@ export function tokenFastPath(ctx: AppContext): FormFastPath {
   return {
     url: ROUTE,
     async answer(request, form, requestId, log) {
-      if (!isPlainRefresh(request, form)) return undefined;
+      const p = new Params(form);
+      // Anything else, credentials included, is the route's to answer (the token exchange, `invalid_client`...).
+      if (!isRefreshGrant(form) || presentsClientCredentials(request.headers.authorization, p))
+        return undefined;
       try {
-        return tokenAnswer(ROUTE, 200, NO_STORE, await refreshTokenGrant(ctx, new Params(form)));
+        return tokenAnswer(ROUTE, 200, NO_STORE, await refreshTokenGrant(ctx, p));
       } catch (error) {
         return errorAnswer(error, requestId, log);
       }
@@ -41,15 +44,10 @@ export function tokenFastPath(ctx: AppContext): FormFastPath {
   };
 }
 
-function isPlainRefresh(request: IncomingMessage, form: URLSearchParams): boolean {
+/** One `grant_type`, `refresh_token` (a repeated one is the route's `invalid_request`). */
+function isRefreshGrant(form: URLSearchParams): boolean {
   const grantTypes = form.getAll('grant_type');
-  return (
-    grantTypes.length === 1 &&
-    grantTypes[0] === 'refresh_token' &&
-    request.headers.authorization === undefined &&
-    !form.has('client_secret') &&
-    !form.has('client_assertion')
-  );
+  return grantTypes.length === 1 && grantTypes[0] === 'refresh_token';
 }
 
 /** As the OAuth scope's error handler answers (http/oauth-errors.ts through http/framework-errors.ts). */

@@ -409,7 +409,7 @@ export const OPERATIONS = {
         project_id: String(input['project_id']),
         title: String(input['title']),
         status: (input['status'] as string | undefined) ?? 'todo',
-        assignee_member_id: (input['assignee_member_id'] as string | null | undefined) ?? null,
+        assignee_member_id: (assignee as string | null | undefined) ?? null,
         due_on: (input['due_on'] as string | null | undefined) ?? null,
         created_at: now,
         updated_at: now,
