@@ -5,7 +5,7 @@ import { Kysely, PostgresDialect, type PostgresPool, type PostgresPoolClient, Sq
 import pg from 'pg';
 import type { Config } from '../config/config.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './checkpointer.js';
-import { type PreparedSql, postgresPrepared, sqlitePrepared } from './prepared.js';
+import { type PreparedSql, postgresPrepared, SharedRead, sqlitePrepared } from './prepared.js';
 import type { Database } from './schema.js';
 
 export type Engine = 'sqlite' | 'postgres';
@@ -43,19 +43,22 @@ type StoreConfig = Pick<Config, 'databaseUrl' | 'dataDir' | 'databasePoolSize'> 
 export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
   const pool = config.databaseUrl ? postgresPool(config.databaseUrl, config) : undefined;
   const sqlite = pool ? undefined : sqliteFile(config.dataDir);
-  const checkpointer = sqlite && startCheckpointer(sqlite.name);
+  const checkpointer = sqlite && startCheckpointer(sqlite.database.name);
   const dialect = pool
     ? new PostgresDialect({ pool: discardingBrokenClients(pool) })
-    : new SqliteDialect({ database: sqlite! });
+    : new SqliteDialect({ database: sqlite!.database });
   const db = new Kysely<Database>({
     dialect,
     ...(watch
       ? { log: (event) => (event.level === 'error' ? watch.failed(event.error) : watch.succeeded()) }
       : {}),
   });
-  const sql = pool ? postgresPrepared(pool, watch) : sqlitePrepared(sqlite!, db, watch);
+  const sql = pool
+    ? postgresPrepared(pool, watch)
+    : sqlitePrepared(sqlite!.database, db, sqlite!.shared, watch);
   const close = async () => {
     await checkpointer?.stop();
+    sqlite?.shared.end();
     await db.destroy();
   };
   return { db, engine: sql.engine, sql, ...(pool ? { pool } : {}), close };
@@ -128,7 +131,7 @@ function isConnectionFailure(e: unknown): boolean {
   return !(e instanceof pg.DatabaseError) || /^(08|57P0[1-3])/.test(e.code ?? '');
 }
 
-function sqliteFile(dataDir: string): SQLite.Database {
+function sqliteFile(dataDir: string): { database: SQLite.Database; shared: SharedRead } {
   mkdirSync(dataDir, { recursive: true });
   const database = new SQLite(join(dataDir, 'svc.sqlite'));
   database.pragma('journal_mode = WAL');
@@ -142,8 +145,9 @@ function sqliteFile(dataDir: string): SQLite.Database {
   database.pragma('busy_timeout = 5000');
   // Checkpoints run on a worker (checkpointer.ts); this connection checkpoints only if the worker falls far behind.
   database.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
-  cachePreparedStatements(database);
-  return database;
+  const shared = new SharedRead(database);
+  cachePreparedStatements(database, shared);
+  return { database, shared };
 }
 
 /** Distinct SQL texts are few (the queries are code), so the cache is bounded only as a guard against a bug. */
@@ -159,11 +163,14 @@ const BOUND_LIMIT = /\b(limit|offset) \?/gi;
 /**
  * Kysely's SQLite driver prepares every query anew; preparing costs more than running a point read. Statements are
  * reusable, so keep them by SQL text. Safe because the driver only calls `all` or `run`, which finish synchronously.
+ * The driver prepares each statement right before it runs it, its BEGIN included, so this is also where the turn's
+ * shared read of the prepared statements ends: nothing Kysely runs joins it.
  */
-function cachePreparedStatements(database: SQLite.Database): void {
+function cachePreparedStatements(database: SQLite.Database, shared: SharedRead): void {
   const prepare = database.prepare.bind(database);
   const cache = new Map<string, SQLite.Statement>();
   database.prepare = ((sql: string) => {
+    shared.end();
     let statement = cache.get(sql);
     if (!statement) {
       statement = prepare(sql.replace(BOUND_LIMIT, '$1 +?'));

@@ -1,7 +1,10 @@
+import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '../../src/store/database.js';
-import { ENGINE, freshStore } from '../helpers/harness.js';
+import { loadConfig } from '../../src/config/config.js';
+import { openStore, type Store } from '../../src/store/database.js';
+import { ENGINE, freshDatabase, freshStore } from '../helpers/harness.js';
 
 /** Prepared statements beside Kysely on one database: atomicity, group commit, and no joining of a transaction. */
 
@@ -83,5 +86,85 @@ describe('group commit (sqlite, on every run)', () => {
     const now = (await s.rows<{ id: string }>('SELECT id FROM notes_t ORDER BY id', [])).map((r) => r.id);
     expect(now).toEqual(expect.arrayContaining(['g1', 'g3', 'g4']));
     expect(now).not.toContain('g2');
+  });
+});
+
+/**
+ * The shared read (store/prepared.ts): the reads of one turn run in one read transaction, which ends with the turn and
+ * before anything writes. Watched from a second connection to the same file, as another process would see it.
+ */
+describe('shared read of a turn (sqlite, on every run)', () => {
+  let sqlite: Store;
+  let other: SQLite.Database;
+  let drop: () => Promise<void>;
+  beforeAll(async () => {
+    const database = await freshDatabase('sqlite');
+    const config = loadConfig({ NODE_ENV: 'test', ...database.env });
+    sqlite = openStore(config);
+    drop = database.drop;
+    await sql`CREATE TABLE notes_t (id text PRIMARY KEY, n integer NOT NULL)`.execute(sqlite.db);
+    other = new SQLite(join(config.dataDir, 'svc.sqlite'));
+    // Each text prepared once beforehand, as on a running server: preparing is not what ends the shared read.
+    await read('primed');
+    await sqlite.sql.changes(INSERT, ['primed', 0]);
+    await sqlite.sql.rows(INSERT_RETURNING, ['primed-returning']);
+  });
+  afterAll(async () => {
+    other?.close();
+    await sqlite?.close();
+    await drop?.();
+  });
+
+  const INSERT_RETURNING = 'INSERT INTO notes_t (id, n) VALUES ($1, 1) RETURNING id';
+  const read = async (id: string) =>
+    (await sqlite.sql.rows<{ id: string }>('SELECT id FROM notes_t WHERE id = $1', [id])).length;
+  const seenByOther = (id: string) => other.prepare('SELECT id FROM notes_t WHERE id = ?').all(id).length;
+  const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+  it('reads of one turn see one snapshot, and the next turn sees what others committed since', async () => {
+    expect(await read('from-other')).toBe(0);
+    other.prepare('INSERT INTO notes_t (id, n) VALUES (?, 1)').run('from-other');
+    // Same turn: still the snapshot of the turn's first read.
+    expect(await read('from-other')).toBe(0);
+    await nextTurn();
+    expect(await read('from-other')).toBe(1);
+  });
+
+  it('a write after a read in the same turn commits on its own, at once', async () => {
+    await nextTurn();
+    expect(await read('changed')).toBe(0);
+    expect(await sqlite.sql.changes(INSERT, ['changed', 1])).toBe(1);
+    expect(seenByOther('changed')).toBe(1);
+    // And this process reads its own write in the same turn.
+    expect(await read('changed')).toBe(1);
+  });
+
+  it('a write with RETURNING run as rows commits at once too', async () => {
+    await nextTurn();
+    expect(await read('returned')).toBe(0);
+    const rows = await sqlite.sql.rows(INSERT_RETURNING, ['returned']);
+    expect(rows).toEqual([{ id: 'returned' }]);
+    expect(seenByOther('returned')).toBe(1);
+  });
+
+  it('a Kysely statement after a read in the same turn never joins the shared read', async () => {
+    await nextTurn();
+    expect(await read('kysely')).toBe(0);
+    await sqlite.db
+      .insertInto('notes_t' as never)
+      .values({ id: 'kysely', n: 1 } as never)
+      .execute();
+    expect(seenByOther('kysely')).toBe(1);
+  });
+
+  it('a group commit that runs while a read of its turn is open is committed when it answers', async () => {
+    const s = sqlite.sql;
+    if (s.engine !== 'sqlite') throw new Error('expected the embedded database');
+    await nextTurn();
+    // The unit is asked for first, so its flush runs before the end of the turn's shared read is due.
+    const written = s.atomically((tx) => tx.changes(INSERT, ['grouped', 1]));
+    expect(await read('grouped')).toBe(0);
+    expect(await written).toBe(1);
+    expect(seenByOther('grouped')).toBe(1);
   });
 });
