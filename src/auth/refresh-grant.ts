@@ -1,11 +1,12 @@
 import type { AppContext } from '../context.js';
-import { type ConnectionRow, endConnection, pruneExpiredGrantsHourly } from '../domain/connections.js';
+import { endConnection, pruneExpiredGrantsHourly } from '../domain/connections.js';
 import { parseList } from '../domain/permissions.js';
 import {
+  findAndRotate,
   findFamilyConnection,
-  findRefreshGrant,
   findSuccessor,
-  rotateRefreshToken,
+  type RefreshGrant,
+  type RotationPlan,
 } from '../domain/refresh-tokens.js';
 import { SCOPES } from '../domain/scopes.js';
 import { hashSecret, randomSecret } from '../base/secrets.js';
@@ -25,34 +26,70 @@ export async function refreshTokenGrant(ctx: AppContext, p: Params): Promise<Tok
   const clientId = p.require('client_id');
   const requestedScope = p.get('scope');
   const hash = hashSecret(token);
-  const row = await findRefreshGrant(ctx.store.sql, hash);
-  const invalid = (why: string) => new OAuthError('invalid_grant', why);
-  if (!row) return refuseUnknown(ctx, token, clientId);
-  // RFC 6749 §6: the refresh token is bound to the client it was issued to.
-  if (row.client_id !== clientId) throw invalid('The refresh token was issued to another client');
   const now = ctx.clock.now();
-  if (row.status !== 'active' || row.connection_expires_at <= now) throw invalid('The connection has ended');
-  checkTokenResource(p, row.resource);
-  const connection: Pick<
-    ConnectionRow,
-    'id' | 'user_id' | 'client_id' | 'resource' | 'agency_id' | 'member_id'
-  > = row;
+  const { answer, won } = await findAndRotate(ctx.store.sql, hash, (row) =>
+    planRotation(p, { token, clientId, requestedScope, hash, now }, row),
+  );
+  if (answer.kind === 'unknown') return refuseUnknown(ctx, token, clientId);
+  const { row } = answer;
+  if (answer.kind === 'rotated' && won) {
+    ctx.metrics.refresh('rotated');
+    return connectionTokens(ctx, row, answer.scope, answer.successor);
+  }
+  // Rotated before, or by a concurrent request that won the compare-and-set just now.
+  const rotatedAt = answer.kind === 'rotated' ? now : answer.rotatedAt;
   const graceMs = ctx.config.oauth.refreshReuseGraceSeconds * 1000;
+  if (graceMs > 0 && now - rotatedAt <= graceMs) {
+    // Within the grace window the same successor, if it is the immediately previous token's: its successor must
+    // not have been rotated itself.
+    const successor = successorOf(token, row.successor_salt).token;
+    const next = await findSuccessor(ctx.db, hashSecret(successor), hash);
+    const scope = next && next.rotated_at === null ? narrowed(row, next.scope) : [];
+    if (scope.length > 0) {
+      ctx.metrics.refresh('grace_replay');
+      return connectionTokens(ctx, row, scope.join(' '), successor);
+    }
+  }
+  return revokeForReuse(ctx, row.id);
+}
 
-  // One connection per app: its newest consent governs every token family under it, so a family issued under a
-  // wider earlier consent is narrowed to the connection's scopes now.
-  const current = new Set(parseList(row.connection_scopes));
-  const narrowed = (scope: string) => parseList(scope).filter((s) => current.has(s));
-  if (row.rotated_at !== null) return reuse(row.rotated_at);
-  if (row.expires_at <= now) throw invalid('The refresh token expired');
-  const familyScope = narrowed(row.scope);
+interface Presented {
+  token: string;
+  clientId: string;
+  requestedScope: string | undefined;
+  hash: string;
+  now: number;
+}
+
+/** What the grant makes of the presented token's row, before any write (the checks of RFC 6749 §6 and §5.2). */
+type Planned =
+  | { kind: 'unknown' }
+  | { kind: 'reused'; row: RefreshGrant; rotatedAt: number }
+  | { kind: 'rotated'; row: RefreshGrant; scope: string; successor: string };
+
+/**
+ * The checks of a presented refresh token against its row, in order, and the rotation they allow; throws the
+ * OAuthError of the first that fails. Synchronous: on the embedded database it runs inside the rotation's
+ * transaction (findAndRotate).
+ */
+function planRotation(p: Params, t: Presented, row: RefreshGrant | undefined): RotationPlan<Planned> {
+  const invalid = (why: string) => new OAuthError('invalid_grant', why);
+  if (!row) return { answer: { kind: 'unknown' } };
+  // RFC 6749 §6: the refresh token is bound to the client it was issued to.
+  if (row.client_id !== t.clientId) throw invalid('The refresh token was issued to another client');
+  if (row.status !== 'active' || row.connection_expires_at <= t.now)
+    throw invalid('The connection has ended');
+  checkTokenResource(p, row.resource);
+  if (row.rotated_at !== null) return { answer: { kind: 'reused', row, rotatedAt: row.rotated_at } };
+  if (row.expires_at <= t.now) throw invalid('The refresh token expired');
+  const familyScope = narrowed(row, row.scope);
   if (familyScope.length === 0)
     throw invalid('The connection no longer grants the scope of this refresh token');
   // RFC 6749 §6: a narrower scope may be requested, never a wider one.
   let scope = familyScope.join(' ');
-  if (requestedScope !== undefined) {
+  if (t.requestedScope !== undefined) {
     const granted = new Set(familyScope);
-    const asked = parseList(requestedScope).map((s) =>
+    const asked = parseList(t.requestedScope).map((s) =>
       s === 'mcp:read' ? SCOPES.agencyRead : s === 'mcp:write' ? SCOPES.agencyWrite : s,
     );
     if (asked.length === 0 || asked.some((s) => !granted.has(s))) {
@@ -60,40 +97,34 @@ export async function refreshTokenGrant(ctx: AppContext, p: Params): Promise<Tok
     }
     scope = [...new Set(asked)].join(' ');
   }
-  const successor = successorOf(token, row.successor_salt);
+  const successor = successorOf(t.token, row.successor_salt);
   // Rotation (docs/contract.md#the-oauth-flow): one compare-and-set on `rotated_at IS NULL`; the winner stores the
   // successor and slides the connection's expiry, all committed before the answer.
-  const won = await rotateRefreshToken(ctx.store.sql, {
-    hash,
-    parentHash: row.parent_hash,
-    connectionId: row.id,
-    // RFC 6749 §6: the refresh token keeps the scope originally granted; only the access token is narrowed.
-    successor: {
-      hash: hashSecret(successor.token),
-      salt: randomSecret(16),
-      scope: row.scope,
-      family: successor.family,
+  return {
+    rotation: {
+      hash: t.hash,
+      parentHash: row.parent_hash,
+      connectionId: row.id,
+      // RFC 6749 §6: the refresh token keeps the scope originally granted; only the access token is narrowed.
+      successor: {
+        hash: hashSecret(successor.token),
+        salt: randomSecret(16),
+        scope: row.scope,
+        family: successor.family,
+      },
+      now: t.now,
     },
-    now,
-  });
-  if (!won) return reuse(now);
-  ctx.metrics.refresh('rotated');
-  return connectionTokens(ctx, connection, scope, successor.token);
+    answer: { kind: 'rotated', row, scope, successor: successor.token },
+  };
+}
 
-  /** A rotated token presented again: within the grace window the same successor, else the connection ends. */
-  async function reuse(rotatedAt: number): Promise<TokenResponse> {
-    if (graceMs > 0 && now - rotatedAt <= graceMs) {
-      const successor = successorOf(token, row!.successor_salt).token;
-      const next = await findSuccessor(ctx.db, hashSecret(successor), hash);
-      // Only the immediately previous token: its successor must not have been rotated itself.
-      if (next && next.rotated_at === null && narrowed(next.scope).length > 0) {
-        const scope = narrowed(next.scope).join(' ');
-        ctx.metrics.refresh('grace_replay');
-        return connectionTokens(ctx, connection, scope, successor);
-      }
-    }
-    return revokeForReuse(ctx, row!.id);
-  }
+/**
+ * One connection per app: its newest consent governs every token family under it, so a family issued under a wider
+ * earlier consent is narrowed to the connection's scopes now.
+ */
+function narrowed(row: RefreshGrant, scope: string): string[] {
+  const current = new Set(parseList(row.connection_scopes));
+  return parseList(scope).filter((s) => current.has(s));
 }
 
 /**

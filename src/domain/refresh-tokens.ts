@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { PreparedSql } from '../store/prepared.js';
+import type { PreparedSql, SyncSql } from '../store/prepared.js';
 import type { Database } from '../store/schema.js';
 import { CONNECTION_TTL_MS } from './connections.js';
 
@@ -134,31 +134,51 @@ const ROTATE_POSTGRES = `WITH consumed AS (
   )
   SELECT count(*)::int AS won FROM consumed`;
 
-/** Rotates atomically; false when another rotation consumed the token first (the caller treats it as reuse). */
-export async function rotateRefreshToken(sql: PreparedSql, r: Rotation): Promise<boolean> {
-  const s = r.successor;
-  const expiresAt = r.now + CONNECTION_TTL_MS;
+/** What the refresh grant makes of a token's row: the rotation to attempt, if any, and what to answer. */
+export interface RotationPlan<T> {
+  rotation?: Rotation;
+  answer: T;
+}
+
+/**
+ * Reads the grant of the token whose hash is `hash` and attempts the rotation `plan` makes of it. `plan` is
+ * synchronous; when it throws, nothing is written. `won` is false when no rotation was planned, or when another
+ * rotation consumed the token first (the caller treats that as reuse).
+ *
+ * On the embedded database the read, the plan and the writes are one unit of the group commit: the read inside the
+ * commit's transaction cost 2–4 µs, against 17–21 µs as a transaction of its own before (store/prepared.ts). On
+ * PostgreSQL, a read, then one compare-and-set statement.
+ */
+export async function findAndRotate<T>(
+  sql: PreparedSql,
+  hash: string,
+  plan: (row: RefreshGrant | undefined) => RotationPlan<T>,
+): Promise<{ answer: T; won: boolean }> {
   if (sql.engine === 'postgres') {
-    const params = [r.now, r.hash, s.hash, s.salt, s.scope, expiresAt, s.family, r.parentHash];
-    const [row] = await sql.rows<{ won: number }>(ROTATE_POSTGRES, params);
-    return row?.won === 1;
+    const { rotation, answer } = plan(await findRefreshGrant(sql, hash));
+    return { answer, won: rotation ? await rotateOnPostgres(sql, rotation) : false };
   }
   return sql.atomically((tx) => {
-    if (tx.changes(CONSUME, [r.now, r.hash]) !== 1) return false;
-    tx.changes(INSERT_SUCCESSOR, [
-      s.hash,
-      r.connectionId,
-      r.hash,
-      s.salt,
-      s.scope,
-      r.now,
-      expiresAt,
-      s.family,
-    ]);
-    tx.changes(SLIDE, [expiresAt, r.now, r.connectionId]);
-    if (r.parentHash !== null) tx.changes(PRUNE_GRANDPARENT, [r.parentHash]);
-    return true;
+    const { rotation, answer } = plan(tx.rows<RefreshGrant>(FIND_GRANT, [hash])[0]);
+    return { answer, won: rotation ? rotateInTransaction(tx, rotation) : false };
   });
+}
+
+async function rotateOnPostgres(sql: PreparedSql, r: Rotation): Promise<boolean> {
+  const s = r.successor;
+  const params = [r.now, r.hash, s.hash, s.salt, s.scope, r.now + CONNECTION_TTL_MS, s.family, r.parentHash];
+  const [row] = await sql.rows<{ won: number }>(ROTATE_POSTGRES, params);
+  return row?.won === 1;
+}
+
+function rotateInTransaction(tx: SyncSql, r: Rotation): boolean {
+  const s = r.successor;
+  const expiresAt = r.now + CONNECTION_TTL_MS;
+  if (tx.changes(CONSUME, [r.now, r.hash]) !== 1) return false;
+  tx.changes(INSERT_SUCCESSOR, [s.hash, r.connectionId, r.hash, s.salt, s.scope, r.now, expiresAt, s.family]);
+  tx.changes(SLIDE, [expiresAt, r.now, r.connectionId]);
+  if (r.parentHash !== null) tx.changes(PRUNE_GRANDPARENT, [r.parentHash]);
+  return true;
 }
 
 /** The stored successor of a token (hash and parent), for the answer to a retry within the reuse window. */

@@ -135,9 +135,13 @@ describe('the refresh_token grant beside Fastify answers exactly what the token 
     '%s: the same error answer, logged alike',
     async (_name, failure, status) => {
       const c = await chains();
+      // The grant's read fails: a statement of its own on PostgreSQL, inside the group commit on SQLite.
       const sqls = (['fast', 'slow'] as const).map((side) => server(side).services.ctx.store.sql);
-      const reads = sqls.map((sql) => sql.rows);
-      for (const sql of sqls) sql.rows = () => Promise.reject(failure());
+      const saved = sqls.map((sql) => ({ ...sql }));
+      for (const sql of sqls) {
+        sql.rows = () => Promise.reject(failure());
+        if (sql.engine === 'sqlite') sql.atomically = () => Promise.reject(failure());
+      }
       try {
         const { a } = await expectSame(refresh(c), status);
         if (status === 503) expect(a.header('retry-after')).toBe('5');
@@ -146,7 +150,7 @@ describe('the refresh_token grant beside Fastify answers exactly what the token 
             .length;
         expect(logged('fast', a.header('x-request-id')!)).toBe(status === 500 ? 1 : 0);
       } finally {
-        sqls.forEach((sql, i) => (sql.rows = reads[i]!));
+        sqls.forEach((sql, i) => Object.assign(sql, saved[i]));
       }
     },
   );
