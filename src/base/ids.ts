@@ -5,8 +5,10 @@ const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789
 const UNBIASED_LIMIT = 248;
 
 /**
- * Random bytes drawn from a pooled buffer: one `randomFillSync` per 4 KiB instead of one per id, since ids are minted
- * on every request (request ids). The bytes are as random as `randomBytes`; only the system calls are batched.
+ * Random bytes drawn from a pooled buffer: one `randomFillSync` per 4 KiB instead of one call per id or secret, since
+ * both are minted on every request (request ids, refresh tokens' salts). The bytes are as random as `randomBytes`
+ * (each is handed out once); only the calls are batched: `randomBytes(32)` cost 6.5 µs here, most of it OpenSSL's
+ * per-call fork check (a `getpid` system call) and the job around it. Node's `randomUUID` pools the same way.
  */
 const pool = Buffer.alloc(4096);
 let poolOffset = pool.length;
@@ -17,6 +19,18 @@ function randomByte(): number {
     poolOffset = 0;
   }
   return pool[poolOffset++]!;
+}
+
+/** `count` random bytes (at most the pool's size) in a buffer of their own. */
+export function pooledRandomBytes(count: number): Buffer {
+  if (count > pool.length) throw new RangeError(`at most ${pool.length} pooled random bytes at once`);
+  if (poolOffset + count > pool.length) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
+  const bytes = Buffer.from(pool.subarray(poolOffset, poolOffset + count));
+  poolOffset += count;
+  return bytes;
 }
 
 const ALPHABET_BYTES = Buffer.from(ALPHABET, 'latin1');

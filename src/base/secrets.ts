@@ -1,10 +1,14 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, hash, timingSafeEqual } from 'node:crypto';
+import { pooledRandomBytes } from './ids.js';
 
 /** A random secret of 256 bits, base64url (codes, refresh tokens, CSRF tokens). */
-export const randomSecret = (bytes = 32): string => randomBytes(bytes).toString('base64url');
+export const randomSecret = (bytes = 32): string => pooledRandomBytes(bytes).toString('base64url');
 
-/** What is stored instead of a secret: its SHA-256 (the secrets are 256-bit random, so no salt or stretching). */
-export const hashSecret = (secret: string): string => createHash('sha256').update(secret).digest('base64url');
+/**
+ * What is stored instead of a secret: its SHA-256 (the secrets are 256-bit random, so no salt or stretching). One-shot
+ * `hash` (0.4 µs here) rather than a Hash object (1.45 µs): a rotation hashes three times.
+ */
+export const hashSecret = (secret: string): string => hash('sha256', secret, 'base64url');
 
 /** Compares two strings in constant time (for equal lengths; the length itself is not secret here). */
 export function safeEqual(a: string, b: string): boolean {

@@ -1,10 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import { newId, newOrderedId } from '../../src/base/ids.js';
+import { newId, newOrderedId, pooledRandomBytes } from '../../src/base/ids.js';
 
 describe('ids', () => {
   it('newId: a prefix and 22 alphanumeric characters', () => {
     expect(newId('req')).toMatch(/^req_[A-Za-z0-9]{22}$/);
     expect(new Set(Array.from({ length: 1000 }, () => newId('req'))).size).toBe(1000);
+  });
+
+  it('pooledRandomBytes: each byte handed out once, in buffers of their own, across refills of the pool', () => {
+    // 4,096-byte pool: 300 draws of 33 bytes cross its end several times, never handing the same bytes out twice.
+    const draws = Array.from({ length: 300 }, () => pooledRandomBytes(33));
+    expect(draws.every((b) => b.length === 33)).toBe(true);
+    expect(new Set(draws.map((b) => b.toString('hex'))).size).toBe(300);
+    const kept = Buffer.from(draws[0]!);
+    pooledRandomBytes(4096);
+    expect(draws[0]).toEqual(kept);
+    expect(() => pooledRandomBytes(4097)).toThrow(RangeError);
   });
 
   it('newOrderedId sorts in the order of making, within one millisecond and across them', () => {
