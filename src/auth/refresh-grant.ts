@@ -32,12 +32,12 @@ export async function refreshTokenGrant(ctx: AppContext, p: Params): Promise<Tok
   );
   if (answer.kind === 'unknown') return refuseUnknown(ctx, token, clientId);
   const { row } = answer;
-  if (answer.kind === 'rotated' && won) {
+  if (answer.kind === 'rotate' && won) {
     ctx.metrics.refresh('rotated');
     return connectionTokens(ctx, row, answer.scope, answer.successor);
   }
   // Rotated before, or by a concurrent request that won the compare-and-set just now.
-  const rotatedAt = answer.kind === 'rotated' ? now : answer.rotatedAt;
+  const rotatedAt = answer.kind === 'rotate' ? now : answer.rotatedAt;
   const graceMs = ctx.config.oauth.refreshReuseGraceSeconds * 1000;
   if (graceMs > 0 && now - rotatedAt <= graceMs) {
     // Within the grace window the same successor, if it is the immediately previous token's: its successor must
@@ -65,7 +65,7 @@ interface Presented {
 type Planned =
   | { kind: 'unknown' }
   | { kind: 'reused'; row: RefreshGrant; rotatedAt: number }
-  | { kind: 'rotated'; row: RefreshGrant; scope: string; successor: string };
+  | { kind: 'rotate'; row: RefreshGrant; scope: string; successor: string };
 
 /**
  * The checks of a presented refresh token against its row, in order, and the rotation they allow; throws the
@@ -114,7 +114,7 @@ function planRotation(p: Params, t: Presented, row: RefreshGrant | undefined): R
       },
       now: t.now,
     },
-    answer: { kind: 'rotated', row, scope, successor: successor.token },
+    answer: { kind: 'rotate', row, scope, successor: successor.token },
   };
 }
 

@@ -60,7 +60,7 @@ async function watched<T>(watch: Outcomes, work: () => Promise<T>): Promise<T> {
 /**
  * One read transaction shared by the prepared reads of one turn of the event loop on the embedded database. A read
  * run alone is a transaction of its own, and starting and ending one (the WAL read lock taken and released, two
- * system calls) cost more than the read: a point read measured 17–21 µs alone under load here, and a write statement
+ * system calls) cost more than the read: a point read measured 13–21 µs alone under load here, and a write statement
  * inside a transaction 2–4 µs. So the first read of a turn opens a deferred transaction, the reads that follow in the
  * same turn (other requests' included) run in it, and it ends when the turn does (`setImmediate`), or sooner, before
  * anything writes: a write, a group commit and every statement Kysely runs end it first, so no write ever joins it
