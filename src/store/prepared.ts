@@ -142,9 +142,10 @@ export function sqlitePrepared(
     );
   /** A write with RETURNING is not read-only: it commits on its own, as every write does. */
   const rowsOutsideTransactions = <R>(text: string, params: readonly unknown[]): R[] => {
-    if (statement(text).readonly) return shared.run(() => sync.rows<R>(text, params));
+    const s = statement(text);
+    if (s.readonly) return shared.run(() => s.all(...params) as R[]);
     shared.end();
-    return sync.rows<R>(text, params);
+    return s.all(...params) as R[];
   };
   return {
     engine: 'sqlite',
