@@ -54,7 +54,10 @@ function isRefreshGrant(form: URLSearchParams): boolean {
 function errorAnswer(error: unknown, requestId: string, log: FastifyBaseLogger): FastResponse {
   if (error instanceof OAuthError)
     return tokenAnswer(ROUTE, error.status, oauthErrorHeaders(error), oauthErrorBody(error));
-  const { error: classified, headers } = classifyAndReport(error, log.child({ request_id: requestId }));
+  // A bug is logged with the request's id, as on the route; the line is written only then.
+  const { error: classified, headers } = classifyAndReport(error, {
+    error: (fields, message) => log.error({ request_id: requestId, ...fields }, message),
+  });
   const e = toOAuthError(classified, requestId);
   return tokenAnswer(ROUTE, e.status, { ...headers, ...oauthErrorHeaders(e) }, oauthErrorBody(e));
 }

@@ -1,11 +1,4 @@
-import type {
-  FastifyBaseLogger,
-  FastifyError,
-  FastifyInstance,
-  FastifyReply,
-  FastifyRequest,
-  HTTPMethods,
-} from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { isDependencyOutage, OUTAGE_RETRY_AFTER_SECONDS } from './dependency-outage.js';
 
 /**
@@ -73,13 +66,13 @@ export interface ErrorRendering {
 }
 
 /**
- * An error that is not a surface's own, as every surface answers it: classified, logged (with its stack, on `log`,
- * the request's logger) when it is a bug, and with the `Retry-After` header an outage is answered with. The one place
+ * An error that is not a surface's own, as every surface answers it: classified, logged (with its stack, on `log`:
+ * the request's logger, or one that adds the request id) when it is a bug, and with the `Retry-After` header an outage is answered with. The one place
  * unexpected errors are logged, for Fastify's handlers (`renderErrors`) and for the fast paths beside Fastify alike.
  */
 export function classifyAndReport(
   error: unknown,
-  log: Pick<FastifyBaseLogger, 'error'>,
+  log: { error(fields: object, message: string): void },
 ): { error: ErrorClass; headers: Record<string, string> } {
   const classified = classifyError(error);
   if (classified.kind === 'internal') log.error({ err: error }, 'unhandled error');
