@@ -55,6 +55,9 @@ describe(`parallel and retried refreshes keep the connection (${ENGINE})`, () =>
     const { tokens } = await connectHost();
     const burst = await Promise.all(Array.from({ length: 5 }, () => refresh(tokens['refresh_token']!)));
     expect(burst.map((r) => r.res.status)).toEqual([200, 200, 200, 200, 200]);
+    // Single use under the race: one rotation won, and every other request got its successor again (the reuse
+    // window), never a second successor of the same token.
+    expect(new Set(burst.map((r) => r.body['refresh_token'])).size).toBe(1);
     // Whichever answer the host keeps, its tokens work: every answer carries a working access token and a
     // refresh token that rotates once more.
     for (const r of burst) expect(await agencyToolCallWorks(server, r.body['access_token']!)).toBe(true);

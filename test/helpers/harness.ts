@@ -41,14 +41,19 @@ export async function freshDatabase(
   };
 }
 
-/** A store of its own on a fresh database (no server), for tests of the store layer; `close` also drops the database. */
+/**
+ * A store of its own on a fresh database (no server), for tests of the store layer; `close` also drops the database.
+ * `dataDir` holds the embedded database's file (`svc.sqlite`), for a test that opens a second connection to it.
+ */
 export async function freshStore(
   engine: 'sqlite' | 'postgres' = ENGINE,
-): Promise<{ store: Store; close(): Promise<void> }> {
+): Promise<{ store: Store; dataDir: string; close(): Promise<void> }> {
   const database = await freshDatabase(engine);
-  const store = openStore(loadConfig({ NODE_ENV: 'test', ...database.env }));
+  const config = loadConfig({ NODE_ENV: 'test', ...database.env });
+  const store = openStore(config);
   return {
     store,
+    dataDir: config.dataDir,
     async close() {
       await store.close();
       await database.drop();

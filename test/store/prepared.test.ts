@@ -2,9 +2,8 @@ import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/config.js';
-import { openStore, type Store } from '../../src/store/database.js';
-import { ENGINE, freshDatabase, freshStore } from '../helpers/harness.js';
+import type { Store } from '../../src/store/database.js';
+import { ENGINE, freshStore } from '../helpers/harness.js';
 
 /** Prepared statements beside Kysely on one database: atomicity, group commit, and no joining of a transaction. */
 
@@ -96,14 +95,12 @@ describe('group commit (sqlite, on every run)', () => {
 describe('shared read of a turn (sqlite, on every run)', () => {
   let sqlite: Store;
   let other: SQLite.Database;
-  let drop: () => Promise<void>;
+  let closeSqlite: () => Promise<void>;
   beforeAll(async () => {
-    const database = await freshDatabase('sqlite');
-    const config = loadConfig({ NODE_ENV: 'test', ...database.env });
-    sqlite = openStore(config);
-    drop = database.drop;
+    let dataDir: string;
+    ({ store: sqlite, dataDir, close: closeSqlite } = await freshStore('sqlite'));
     await sql`CREATE TABLE notes_t (id text PRIMARY KEY, n integer NOT NULL)`.execute(sqlite.db);
-    other = new SQLite(join(config.dataDir, 'svc.sqlite'));
+    other = new SQLite(join(dataDir, 'svc.sqlite'));
     // Each text prepared once beforehand, as on a running server: preparing is not what ends the shared read.
     await read('primed');
     await sqlite.sql.changes(INSERT, ['primed', 0]);
@@ -111,8 +108,7 @@ describe('shared read of a turn (sqlite, on every run)', () => {
   });
   afterAll(async () => {
     other?.close();
-    await sqlite?.close();
-    await drop?.();
+    await closeSqlite?.();
   });
 
   const INSERT_RETURNING = 'INSERT INTO notes_t (id, n) VALUES ($1, 1) RETURNING id';
