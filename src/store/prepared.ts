@@ -136,10 +136,20 @@ export function sqlitePrepared(
     rows: <R>(text: string, params: readonly unknown[]) => statement(text).all(...params) as R[],
     changes: (text, params) => statement(text).run(...params).changes,
   };
-  const exclusive = <T>(fn: () => T): Promise<T> =>
-    watched(watch, async () =>
-      database.inTransaction && !shared.isOpen ? await kysely.connection().execute(async () => fn()) : fn(),
-    );
+  // Outside a Kysely transaction, `fn` runs at once and its outcome is handed back settled: no async function and
+  // its promises around every statement (the agency call runs two).
+  const exclusive = <T>(fn: () => T): Promise<T> => {
+    if (database.inTransaction && !shared.isOpen)
+      return watched(watch, () => kysely.connection().execute(async () => fn()));
+    try {
+      const result = fn();
+      watch.succeeded();
+      return Promise.resolve(result);
+    } catch (e) {
+      watch.failed(e);
+      return Promise.reject(e as Error);
+    }
+  };
   /** A write with RETURNING is not read-only: it commits on its own, as every write does. */
   const rowsOutsideTransactions = <R>(text: string, params: readonly unknown[]): R[] => {
     const s = statement(text);
