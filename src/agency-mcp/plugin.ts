@@ -93,14 +93,17 @@ function agencyMcpSite(ctx: AppContext) {
 }
 
 /** The JSON-RPC method and tool name of a parsed body, when it is a single request object. */
-function rpcOf(body: unknown): { method?: string; tool?: string } {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return {};
+function rpcOf(body: unknown): { method: string | undefined; tool: string | undefined } {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return NO_RPC;
   const b = body as { method?: unknown; params?: { name?: unknown } };
+  const name = b.params?.name;
   return {
-    ...(typeof b.method === 'string' ? { method: b.method } : {}),
-    ...(typeof b.params?.name === 'string' ? { tool: b.params.name } : {}),
+    method: typeof b.method === 'string' ? b.method : undefined,
+    tool: typeof name === 'string' ? name : undefined,
   };
 }
+
+const NO_RPC = { method: undefined, tool: undefined };
 
 async function prepareCall(
   gateway: DashboardGateway,
