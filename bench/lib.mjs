@@ -21,6 +21,9 @@ export async function spawnServer(args, { env = {}, ready, timeoutMs = 30_000 } 
   const profile = process.env.BENCH_CPU_PROF
     ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
     : [];
+  // BENCH_HEAP_PROF=<dir>: every server samples what it allocates and writes a heap profile there when it stops.
+  if (process.env.BENCH_HEAP_PROF)
+    profile.push(`--import=${new URL('heap-sampling.mjs', import.meta.url).pathname}`);
   const nodeArgs = [...profile, ...args];
   const cmd = hasTaskset ? 'taskset' : process.execPath;
   const argv = hasTaskset ? ['-c', '0', process.execPath, ...nodeArgs] : nodeArgs;

@@ -3,7 +3,8 @@
 // BENCH_SECONDS (per side and round, default 5), BENCH_ROUNDS (default 3), BENCH_CONNECTIONS (default 50),
 // BENCH_CHAINS (concurrent refresh chains, default 20), BENCH_GROWTH_ROWS (default 1,000,000),
 // BENCH_DISTINCT_TOKENS (default 100,000), BENCH_JSON (write every table there), BENCH_CHART (the SVG chart's path,
-// default docs/performance-growth.svg; `none` for no chart), BENCH_CPU_PROF=<dir> (V8 CPU profiles of the servers).
+// default docs/performance-growth.svg; `none` for no chart), BENCH_CPU_PROF=<dir> (V8 CPU profiles of the servers),
+// BENCH_HEAP_PROF=<dir> (what the servers allocate: bench/heap-sampling.mjs).
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { options, pinned, results, verdicts } from './lib.mjs';
