@@ -45,16 +45,32 @@ export interface Outcomes {
 
 const NO_WATCH: Outcomes = { failed: () => {}, succeeded: () => {} };
 
-/** Runs `work` and tells the watch how it ended. */
-async function watched<T>(watch: Outcomes, work: () => Promise<T>): Promise<T> {
+/**
+ * Runs `work` and tells the watch how it ended. A synchronous `work` (a statement on the embedded database) is handed
+ * back settled, without an async function and its promises around it: the agency call runs two statements.
+ */
+function watched<T>(watch: Outcomes, work: () => T | Promise<T>): Promise<T> {
+  let result: T | Promise<T>;
   try {
-    const result = await work();
-    watch.succeeded();
-    return result;
+    result = work();
   } catch (e) {
     watch.failed(e);
-    throw e;
+    return Promise.reject(e as Error);
   }
+  if (!(result instanceof Promise)) {
+    watch.succeeded();
+    return Promise.resolve(result);
+  }
+  return result.then(
+    (value) => {
+      watch.succeeded();
+      return value;
+    },
+    (e: unknown) => {
+      watch.failed(e);
+      throw e;
+    },
+  );
 }
 
 /**
@@ -136,20 +152,10 @@ export function sqlitePrepared(
     rows: <R>(text: string, params: readonly unknown[]) => statement(text).all(...params) as R[],
     changes: (text, params) => statement(text).run(...params).changes,
   };
-  // Outside a Kysely transaction, `fn` runs at once and its outcome is handed back settled: no async function and
-  // its promises around every statement (the agency call runs two).
-  const exclusive = <T>(fn: () => T): Promise<T> => {
-    if (database.inTransaction && !shared.isOpen)
-      return watched(watch, () => kysely.connection().execute(async () => fn()));
-    try {
-      const result = fn();
-      watch.succeeded();
-      return Promise.resolve(result);
-    } catch (e) {
-      watch.failed(e);
-      return Promise.reject(e as Error);
-    }
-  };
+  const exclusive = <T>(fn: () => T): Promise<T> =>
+    watched(watch, () =>
+      database.inTransaction && !shared.isOpen ? kysely.connection().execute(async () => fn()) : fn(),
+    );
   /** A write with RETURNING is not read-only: it commits on its own, as every write does. */
   const rowsOutsideTransactions = <R>(text: string, params: readonly unknown[]): R[] => {
     const s = statement(text);

@@ -9,7 +9,7 @@ import { type Services, type StartOptions, startServices } from '../../src/app.j
 import { type Config, knownUrl, loadConfig, type Surface } from '../../src/config/config.js';
 import { ManualClock } from '../../src/base/clock.js';
 import { seedDemo } from '../../src/domain/demo-seed.js';
-import { openStore, type Store } from '../../src/store/database.js';
+import { openStore, type Store, type StoreWatch } from '../../src/store/database.js';
 
 /** Which engine the suite runs on: `TEST_DATABASE=postgres` switches from the embedded database. */
 export const ENGINE = process.env['TEST_DATABASE'] === 'postgres' ? 'postgres' : 'sqlite';
@@ -47,10 +47,11 @@ export async function freshDatabase(
  */
 export async function freshStore(
   engine: 'sqlite' | 'postgres' = ENGINE,
+  watch?: StoreWatch,
 ): Promise<{ store: Store; dataDir: string; close(): Promise<void> }> {
   const database = await freshDatabase(engine);
   const config = loadConfig({ NODE_ENV: 'test', ...database.env });
-  const store = openStore(config);
+  const store = openStore(config, watch);
   return {
     store,
     dataDir: config.dataDir,

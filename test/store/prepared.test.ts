@@ -59,6 +59,47 @@ describe(`prepared statements (${ENGINE})`, () => {
   });
 });
 
+/** The store's watch (how an outage and its end are noticed) is told the outcome of every prepared statement. */
+describe(`the store's watch (${ENGINE})`, () => {
+  const told: string[] = [];
+  let watched: Store;
+  let closeWatched: () => Promise<void>;
+  beforeAll(async () => {
+    ({ store: watched, close: closeWatched } = await freshStore(ENGINE, {
+      succeeded: () => told.push('succeeded'),
+      failed: (e) => told.push(`failed: ${(e as Error).message}`),
+    }));
+    await sql`CREATE TABLE notes_t (id text PRIMARY KEY, n integer NOT NULL)`.execute(watched.db);
+  });
+  afterAll(() => closeWatched?.());
+
+  it('hears of a statement that succeeded and of one that failed, which still rejects', async () => {
+    told.length = 0;
+    expect(await watched.sql.changes(INSERT, ['w', 1])).toBe(1);
+    expect(told).toEqual(['succeeded']);
+    await expect(watched.sql.changes(INSERT, ['w', 2])).rejects.toThrow(/unique|UNIQUE/);
+    expect(told).toHaveLength(2);
+    expect(told[1]).toMatch(/^failed: .*(unique|UNIQUE)/);
+  });
+
+  it('hears of a statement that waited for a Kysely transaction, too', async () => {
+    if (watched.engine !== 'sqlite') return; // only the embedded database waits for a Kysely transaction
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const trx = watched.db.transaction().execute(async (t) => {
+      await sql`INSERT INTO notes_t (id, n) VALUES ('held', 1)`.execute(t);
+      await held;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    told.length = 0;
+    const waiting = watched.sql.changes(INSERT, ['held', 2]);
+    release();
+    await trx;
+    await expect(waiting).rejects.toThrow(/unique|UNIQUE/);
+    expect(told.filter((t) => t.startsWith('failed'))).toHaveLength(1);
+  });
+});
+
 /** Group commit is the embedded database's: tested on a SQLite store whatever engine the rest of the suite uses. */
 describe('group commit (sqlite, on every run)', () => {
   let sqlite: Store;
