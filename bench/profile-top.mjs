@@ -32,18 +32,23 @@ function top(profile) {
   return { busy, ranked };
 }
 
-/** Bytes allocated per function (name, file, line) in a sampling heap profile, as a share of all sampled bytes. */
+/**
+ * Bytes allocated per function (name, file, line) in a sampling heap profile, as a share of all sampled bytes, and
+ * the scripts the profile saw (to tell whose process it was).
+ */
 function topAllocations(profile) {
   const self = new Map();
+  const urls = [];
   let total = 0;
   const walk = (node) => {
     const key = `${node.callFrame.functionName || '(anonymous)'} ${where(node.callFrame)}`;
     self.set(key, (self.get(key) ?? 0) + node.selfSize);
+    urls.push(node.callFrame.url);
     total += node.selfSize;
     node.children.forEach(walk);
   };
   walk(profile.head);
-  return { total, ranked: [...self].sort((a, b) => b[1] - a[1]).slice(0, count) };
+  return { total, urls, ranked: [...self].sort((a, b) => b[1] - a[1]).slice(0, count) };
 }
 
 const whose = (urls) =>
@@ -56,13 +61,7 @@ const whose = (urls) =>
 for (const file of files) {
   const profile = JSON.parse(readFileSync(file, 'utf8'));
   if (file.endsWith('.heapprofile')) {
-    const urls = [];
-    const collect = (node) => {
-      urls.push(node.callFrame.url);
-      node.children.forEach(collect);
-    };
-    collect(profile.head);
-    const { total, ranked } = topAllocations(profile);
+    const { total, urls, ranked } = topAllocations(profile);
     console.log(
       `\n${file} (${whose(urls.join(' '))}; ${(total / 1e6).toFixed(1)} MB in the sampled objects)`,
     );

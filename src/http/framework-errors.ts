@@ -67,8 +67,9 @@ export interface ErrorRendering {
 
 /**
  * An error that is not a surface's own, as every surface answers it: classified, logged (with its stack, on `log`:
- * the request's logger, or one that adds the request id) when it is a bug, and with the `Retry-After` header an outage is answered with. The one place
- * unexpected errors are logged, for Fastify's handlers (`renderErrors`) and for the fast paths beside Fastify alike.
+ * the request's logger, or one that adds the request id) when it is a bug, and with the `Retry-After` header an
+ * outage is answered with. The one place unexpected errors are logged, for Fastify's handlers (`renderErrors`) and
+ * for the fast paths beside Fastify alike.
  */
 export function classifyAndReport(
   error: unknown,
