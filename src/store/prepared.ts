@@ -192,7 +192,7 @@ type Outcome = { ok: true; value: unknown } | { ok: false; value: unknown };
  *
  * The two transaction functions are made once: better-sqlite3's `transaction()` builds four wrapper functions and
  * defines five properties on each, and made per group and per unit it was 9 % of the bytes a refresh rotation
- * allocated (a sampling heap profile at 20 chains), which the young generation's collections then paid for.
+ * allocated (`BENCH_HEAP_PROF` at 20 chains), which the young generation's collections then paid for.
  */
 function groupCommit(
   database: SQLite.Database,
