@@ -7,7 +7,7 @@ import { type ErrorClass, renderErrors } from '../http/framework-errors.js';
 import type { SurfaceServerOptions } from '../http/server.js';
 import { McpAuthError } from './auth.js';
 import type { FastPath } from './fast-path.js';
-import { hostOrOriginProblem, malformedHost } from './host-guard.js';
+import { hostCheck, malformedHost, originProblem } from './host-guard.js';
 import { JSON_RPC_ERRORS, jsonRpcErrorBody } from './json-rpc.js';
 
 /**
@@ -62,10 +62,11 @@ export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptio
   // Only JSON reaches the endpoint (Streamable HTTP: "the body MUST be a single JSON-RPC message"); others get 415.
   app.removeContentTypeParser('text/plain');
   // Host on every path (DNS rebinding); malformed or repeated first, as the 400 RFC 9112 §3.2 requires.
+  const hostProblem = hostCheck(o.allowedHosts);
   app.addHook('onRequest', async (request, reply) => {
     const malformed = malformedHost(request.raw.rawHeaders);
     if (malformed) return sendJsonRpcError(request, reply, 400, JSON_RPC_ERRORS.invalidRequest, malformed);
-    const problem = hostOrOriginProblem({ host: request.headers.host }, o.allowedHosts());
+    const problem = hostProblem(request.headers.host);
     if (problem) return sendJsonRpcError(request, reply, 403, JSON_RPC_ERRORS.serverError, problem);
   });
   renderErrors(app, {
@@ -85,11 +86,8 @@ export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptio
     exposeHeadRoute: false,
     onRequest: async (request, reply) => {
       // Origin on the routed endpoint itself, whatever spelling of the path reached it (`/%6dcp`, `/mcp#x`,
-      // absolute-form targets): browsers send MCP traffic only here.
-      const origin = hostOrOriginProblem(
-        { host: request.headers.host, origin: request.headers.origin },
-        o.allowedHosts(),
-      );
+      // absolute-form targets): browsers send MCP traffic only here. Host was checked on the way in, on every path.
+      const origin = originProblem(request.headers.origin, o.allowedHosts());
       if (origin) return sendJsonRpcError(request, reply, 403, JSON_RPC_ERRORS.serverError, origin);
       try {
         request.mcpAuth = await o.authenticate(request);
@@ -113,12 +111,16 @@ export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptio
       const fast = o.fastPath && (await o.fastPath(request));
       const interrupted = o.interruption?.(request);
       if (interrupted) return sendInterruption(request, reply, interrupted);
-      // A Buffer, as the SDK's answers are sent: Fastify would add a charset to a string's content type.
-      if (fast) return reply.code(fast.status).headers(fast.headers).send(Buffer.from(fast.body));
+      // Serialized already: through an identity serializer Fastify sends the string with its content type as it is
+      // (it appends a charset to a JSON string it sends itself), and writes the headers and the body in one write
+      // (as a Buffer they took a copy and a second buffer of the socket's writev: ~6 µs of a call, A/B).
+      if (fast) return reply.code(fast.status).headers(fast.headers).serializer(asIs).send(fast.body);
       return serveMcp(o, request, reply);
     },
   });
 }
+
+const asIs = (body: string): string => body;
 
 /** Hands the authenticated request to the SDK and writes its web Response back through Fastify. */
 async function serveMcp(o: McpEndpointOptions, request: FastifyRequest, reply: FastifyReply) {
