@@ -63,11 +63,14 @@ export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptio
   app.removeContentTypeParser('text/plain');
   // Host on every path (DNS rebinding); malformed or repeated first, as the 400 RFC 9112 §3.2 requires.
   const hostProblem = hostCheck(o.allowedHosts);
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback-style: an async hook costs a promise and a turn of the microtask queue on every request. A refusal is
+  // sent without calling `done` (and without returning the reply, which Fastify would take for a promise).
+  app.addHook('onRequest', (request, reply, done) => {
     const malformed = malformedHost(request.raw.rawHeaders);
-    if (malformed) return sendJsonRpcError(request, reply, 400, JSON_RPC_ERRORS.invalidRequest, malformed);
-    const problem = hostProblem(request.headers.host);
-    if (problem) return sendJsonRpcError(request, reply, 403, JSON_RPC_ERRORS.serverError, problem);
+    const problem = malformed ? undefined : hostProblem(request.headers.host);
+    if (malformed) sendJsonRpcError(request, reply, 400, JSON_RPC_ERRORS.invalidRequest, malformed);
+    else if (problem) sendJsonRpcError(request, reply, 403, JSON_RPC_ERRORS.serverError, problem);
+    else done();
   });
   renderErrors(app, {
     classified: (error, request, reply) =>
