@@ -45,20 +45,50 @@ export async function accessOfDashboardToken(
     row.agency_id === principal.agencyId;
   if (!live) throw authenticationError('revoked', 'The connection behind this token has ended', audience);
   assertSameAgency(principal.agencyId, agencyId);
-  const effective = effectivePermissions({
-    ceiling: row.ceiling.split(' '),
-    role: row.role,
-    scopes: principal.scopes,
-    agencyAllowsWrite: row.agent_write_enabled === 1,
-  });
   return {
     userId: principal.userId,
     agencyId,
     memberId: principal.memberId,
     role: row.role,
     connectionId: principal.connectionId,
-    permissions: new Set(effective.filter((p) => principal.permissions.has(p))),
+    permissions: permissionsOf(principal, row.ceiling, row.role, row.agent_write_enabled === 1),
   };
+}
+
+/** What the permissions of a dashboard token were last computed from, and the result. */
+interface ComputedPermissions {
+  ceiling: string;
+  role: Role;
+  agencyAllowsWrite: boolean;
+  permissions: ReadonlySet<Permission>;
+}
+
+/**
+ * The permissions of each verified dashboard token, with the grant they were computed from. An agent's calls present
+ * the same token (its verified principal is cached, the same object call after call) and find the same grant, so the
+ * set is computed again only when the ceiling, the role or the agency's write switch read for this call differ:
+ * building it (a split, three arrays, two sets) was the largest allocation of an agency tool call.
+ */
+const computedPermissions = new WeakMap<DashboardPrincipal, ComputedPermissions>();
+
+function permissionsOf(
+  principal: DashboardPrincipal,
+  ceiling: string,
+  role: Role,
+  agencyAllowsWrite: boolean,
+): ReadonlySet<Permission> {
+  const known = computedPermissions.get(principal);
+  if (known?.ceiling === ceiling && known.role === role && known.agencyAllowsWrite === agencyAllowsWrite)
+    return known.permissions;
+  const effective = effectivePermissions({
+    ceiling: ceiling.split(' '),
+    role,
+    scopes: principal.scopes,
+    agencyAllowsWrite,
+  });
+  const permissions = new Set(effective.filter((p) => principal.permissions.has(p)));
+  computedPermissions.set(principal, { ceiling, role, agencyAllowsWrite, permissions });
+  return permissions;
 }
 
 /** Access of the member's own signed-in web session (read-only use by the dashboard pages): the role's permissions. */

@@ -336,6 +336,24 @@ describe('changes in the dashboard take effect on the next call (docs/contract.m
     await changeRole(ctx, owner, g.memberId, 'manager');
   });
 
+  it('the agency turning agent write off refuses the next write of the same token, and on again allows it', async () => {
+    const g = await grant(server, { username: 'grace' });
+    const create = async (name: string) => {
+      const res = await rawCall(g.token, 'create_client', { name });
+      expect(res.status).toBe(200);
+      return (await jsonRpcOf(res)) as { result: { isError?: boolean; content: { text: string }[] } };
+    };
+    expect((await create('Before the switch')).result.isError).toBeFalsy();
+    const db = server.services.ctx.db;
+    const agency = db.updateTable('agencies').where('id', '=', g.connection.agency_id!);
+    await agency.set({ agent_write_enabled: 0 }).execute();
+    const refused = (await create('While off')).result;
+    expect(refused.isError).toBe(true);
+    expect(refused.content[0]!.text).toContain('clients:write');
+    await agency.set({ agent_write_enabled: 1 }).execute();
+    expect((await create('On again')).result.isError).toBeFalsy();
+  });
+
   it('removing the member ends the connection', async () => {
     const ctx = server.services.ctx;
     const { member: owner } = await demo(server, 'ada');
