@@ -62,6 +62,7 @@ export interface DashboardPrincipal {
 }
 
 type EntryKind = TokenKind | 'dashboard';
+const DASHBOARD: readonly EntryKind[] = ['dashboard'];
 
 interface VerifiedEntry {
   /** The token itself: the cache is keyed by its signature only, and a hit must be this exact token. */
@@ -154,7 +155,19 @@ export class TokenVerifier {
    * connection and the member on every call (docs/contract.md#agency-mcp-server).
    */
   async verifyDashboard(token: string, audience: string): Promise<DashboardPrincipal> {
-    const entry = await this.usable(token, audience, ['dashboard']);
+    const entry = await this.usable(token, audience, DASHBOARD);
+    return entry.principal as DashboardPrincipal;
+  }
+
+  /**
+   * The principal `verifyDashboard` would return when the token's verification is already cached and nothing in
+   * `refusal` stands against it, else undefined (the caller then calls `verifyDashboard`). Synchronous, for the agency
+   * MCP server's calls, which present the same dashboard token each time; counts its cache hit as `verifyDashboard`.
+   */
+  cachedDashboard(token: string, audience: string): DashboardPrincipal | undefined {
+    const entry = this.cached(token);
+    if (entry === undefined || this.refusal(entry, audience, DASHBOARD)) return undefined;
+    this.o.cacheCounter?.lookup(true);
     return entry.principal as DashboardPrincipal;
   }
 
