@@ -55,7 +55,7 @@ export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
   });
   const sql = pool
     ? postgresPrepared(pool, watch)
-    : sqlitePrepared(sqlite!.database, db, sqlite!.shared, watch);
+    : sqlitePrepared(sqlite!.database, sqlite!.prepare, db, sqlite!.shared, watch);
   const close = async () => {
     await checkpointer?.stop();
     sqlite?.shared.end();
@@ -131,7 +131,11 @@ function isConnectionFailure(e: unknown): boolean {
   return !(e instanceof pg.DatabaseError) || /^(08|57P0[1-3])/.test(e.code ?? '');
 }
 
-function sqliteFile(dataDir: string): { database: SQLite.Database; shared: SharedRead } {
+function sqliteFile(dataDir: string): {
+  database: SQLite.Database;
+  shared: SharedRead;
+  prepare: (sql: string) => SQLite.Statement;
+} {
   mkdirSync(dataDir, { recursive: true });
   const database = new SQLite(join(dataDir, 'svc.sqlite'));
   database.pragma('journal_mode = WAL');
@@ -146,8 +150,8 @@ function sqliteFile(dataDir: string): { database: SQLite.Database; shared: Share
   // Checkpoints run on a worker (checkpointer.ts); this connection checkpoints only if the worker falls far behind.
   database.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
   const shared = new SharedRead(database);
-  cachePreparedStatements(database, shared);
-  return { database, shared };
+  const prepare = cachePreparedStatements(database, shared);
+  return { database, shared, prepare };
 }
 
 /** Distinct SQL texts are few (the queries are code), so the cache is bounded only as a guard against a bug. */
@@ -164,18 +168,24 @@ const BOUND_LIMIT = /\b(limit|offset) \?/gi;
  * Kysely's SQLite driver prepares every query anew; preparing costs more than running a point read. Statements are
  * reusable, so keep them by SQL text. Safe because the driver only calls `all` or `run`, which finish synchronously.
  * The driver prepares each statement right before it runs it, its BEGIN included, so this is also where the turn's
- * shared read of the prepared statements ends: nothing Kysely runs joins it.
+ * shared read of the prepared statements ends: nothing Kysely runs joins it. Returns how to prepare a statement of
+ * one's own, outside this cache, with the same bound-LIMIT rewrite (prepared.ts runs its statements in raw mode).
  */
-function cachePreparedStatements(database: SQLite.Database, shared: SharedRead): void {
-  const prepare = database.prepare.bind(database);
+function cachePreparedStatements(
+  database: SQLite.Database,
+  shared: SharedRead,
+): (sql: string) => SQLite.Statement {
+  const original = database.prepare.bind(database);
+  const prepare = (sql: string) => original(sql.replace(BOUND_LIMIT, '$1 +?'));
   const cache = new Map<string, SQLite.Statement>();
   database.prepare = ((sql: string) => {
     shared.end();
     let statement = cache.get(sql);
     if (!statement) {
-      statement = prepare(sql.replace(BOUND_LIMIT, '$1 +?'));
+      statement = prepare(sql);
       if (cache.size < STATEMENT_CACHE_LIMIT) cache.set(sql, statement);
     }
     return statement;
   }) as typeof database.prepare;
+  return prepare;
 }

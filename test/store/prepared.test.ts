@@ -38,6 +38,29 @@ describe(`prepared statements (${ENGINE})`, () => {
     ]);
   });
 
+  it('read rows as objects keyed by column name: aliases, several rows, RETURNING, inside atomically', async () => {
+    await store.sql.changes(INSERT, ['row-b', 2]);
+    await store.sql.changes(INSERT, ['row-c', 3]);
+    const text =
+      "SELECT id AS note, n, n * 2 AS twice, NULL AS absent FROM notes_t WHERE id LIKE 'row-%' ORDER BY id";
+    const expected = [
+      { note: 'row-b', n: 2, twice: 4, absent: null },
+      { note: 'row-c', n: 3, twice: 6, absent: null },
+    ];
+    expect(await store.sql.rows(text, [])).toEqual(expected);
+    expect(await store.sql.rows(text, [])).toEqual(expected);
+    expect(await store.sql.rows('SELECT id FROM notes_t WHERE id = $1', ['none'])).toEqual([]);
+    const returning = 'INSERT INTO notes_t (id, n) VALUES ($1, $2) RETURNING id, n + 1 AS next';
+    expect(await store.sql.rows(returning, ['row-d', 4])).toEqual([{ id: 'row-d', next: 5 }]);
+    if (store.sql.engine === 'sqlite') {
+      const inside = await store.sql.atomically((s) => s.rows(text, []));
+      expect(inside.slice(0, 2)).toEqual(expected);
+    }
+    // The same text through Kysely still gives objects: the prepared statements are not the ones Kysely runs.
+    const viaKysely = await sql.raw(text).execute(store.db);
+    expect(viaKysely.rows.slice(0, 2)).toEqual(expected);
+  });
+
   it('never join a Kysely transaction that is open: the transaction rolls back alone', async () => {
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
