@@ -27,13 +27,14 @@ const pad2 = (n: number): string => (n < 10 ? `0${n}` : `${n}`);
 /**
  * RFC 3339 in UTC with milliseconds, exactly as `Date#toISOString` writes it. Every answer carries timestamps (a list
  * of clients four), and `toISOString` cost ~450 ns each: the date part is taken from it once per day and remembered,
- * the time of day is plain arithmetic (~70 ns). Outside the years 1970–9999 it is `toISOString` itself.
+ * the time of day is plain arithmetic (~70 ns). For a fraction of a millisecond, or outside the years 1970–9999, it is
+ * `toISOString` itself.
  */
 export function toRfc3339(ms: number): string {
+  if (!Number.isInteger(ms) || ms < 0 || ms >= YEAR_10000_MS) return new Date(ms).toISOString();
   const day = Math.floor(ms / DAY_MS);
   let prefix = dayPrefixes.get(day);
   if (prefix === undefined) {
-    if (!(ms >= 0 && ms < YEAR_10000_MS)) return new Date(ms).toISOString();
     if (dayPrefixes.size >= REMEMBERED_DAYS) dayPrefixes.clear();
     prefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
     dayPrefixes.set(day, prefix);

@@ -31,8 +31,8 @@ describe('toRfc3339', () => {
     expect(disagreements).toEqual([]);
   });
 
-  it('leaves instants outside those years to Date#toISOString, a RangeError included', () => {
-    for (const ms of [-1, -86_400_001, Date.UTC(10000, 0, 1), Date.UTC(-5, 3, 2)])
+  it('leaves fractions of a millisecond and instants outside those years to Date#toISOString, a RangeError included', () => {
+    for (const ms of [-1, -86_400_001, Date.UTC(10000, 0, 1), Date.UTC(-5, 3, 2), 1.5, 1_795_515_544_841.9])
       expect(toRfc3339(ms)).toBe(iso(ms));
     expect(() => toRfc3339(Number.NaN)).toThrow(RangeError);
   });
