@@ -33,9 +33,7 @@ export async function accessOfDashboardToken(
   agencyId: string,
 ): Promise<CallerAccess> {
   const audience = dashboardApiAudience(ctx);
-  const principal =
-    (token !== undefined && ctx.verifier.cachedDashboard(token, audience)) ||
-    (await verifyDashboardToken(ctx, token, audience));
+  const principal = await verifyDashboardToken(ctx, token, audience);
   const row = await currentGrant(ctx.store.sql, principal.connectionId);
   const now = ctx.clock.now();
   const live =

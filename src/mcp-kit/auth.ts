@@ -51,7 +51,7 @@ export interface McpCaller {
 
 /** Verifies the request's bearer token for this resource; throws McpAuthError with the RFC 6750 challenge. */
 export async function authenticateMcpRequest(
-  ctx: { verifier: Pick<TokenVerifier, 'verify' | 'cachedPrincipal' | 'countCachedHit'> },
+  ctx: { verifier: Pick<TokenVerifier, 'verify'> },
   request: FastifyRequest,
   policy: McpAuthPolicy,
 ): Promise<{ token: string; principal: Principal }> {
@@ -59,11 +59,7 @@ export async function authenticateMcpRequest(
   let principal: Principal;
   try {
     token = extractBearer(request.raw);
-    // An agent presents the same token call after call: when the caches already hold all `verify` checks, the
-    // principal is taken from them synchronously, without verify's chain of promises (the same rule, `refusal`).
-    const cached = ctx.verifier.cachedPrincipal(token, policy.audience, policy.accept);
-    if (cached) ctx.verifier.countCachedHit(cached);
-    principal = cached ?? (await ctx.verifier.verify(token, policy.audience, policy.accept));
+    principal = await ctx.verifier.verify(token, policy.audience, policy.accept);
   } catch (e) {
     if (!(e instanceof BearerError || e instanceof TokenError)) throw e;
     throw unauthenticated(policy, e.failure, e.message);

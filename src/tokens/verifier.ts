@@ -108,6 +108,12 @@ export class TokenVerifier {
 
   /** Verifies `token` for `audience`; accepts only the token kinds in `accept`. Throws TokenError. */
   async verify(token: string, audience: string, accept: readonly TokenKind[]): Promise<Principal> {
+    // The hot case, an agent presenting the same token call after call, without the chain of promises below.
+    const known = this.cachedPrincipal(token, audience, accept);
+    if (known) {
+      this.countCachedHit(known);
+      return known;
+    }
     const entry = await this.usable(token, audience, accept);
     const principal = entry.principal as Principal;
     await this.assertLive(principal);
@@ -120,8 +126,8 @@ export class TokenVerifier {
    * `verify`). Synchronous and counts nothing, for a fast path; it counts its hits with `countCachedHit`.
    */
   cachedPrincipal(token: string, audience: string, accept: readonly TokenKind[]): Principal | undefined {
-    const entry = this.cached(token);
-    if (entry === undefined || this.refusal(entry, audience, accept)) return undefined;
+    const entry = this.cachedUsable(token, audience, accept);
+    if (entry === undefined) return undefined;
     const p = entry.principal as Principal;
     const live =
       p.kind === 'session'
@@ -155,20 +161,20 @@ export class TokenVerifier {
    * connection and the member on every call (docs/contract.md#agency-mcp-server).
    */
   async verifyDashboard(token: string, audience: string): Promise<DashboardPrincipal> {
-    const entry = await this.usable(token, audience, DASHBOARD);
+    let entry = this.cachedUsable(token, audience, DASHBOARD);
+    if (entry) this.o.cacheCounter?.lookup(true);
+    else entry = await this.usable(token, audience, DASHBOARD);
     return entry.principal as DashboardPrincipal;
   }
 
-  /**
-   * The principal `verifyDashboard` would return when the token's verification is already cached and nothing in
-   * `refusal` stands against it, else undefined (the caller then calls `verifyDashboard`). Synchronous, for the agency
-   * MCP server's calls, which present the same dashboard token each time; counts its cache hit as `verifyDashboard`.
-   */
-  cachedDashboard(token: string, audience: string): DashboardPrincipal | undefined {
+  /** The cached entry of exactly this token when nothing in `refusal` stands against it here, else undefined. */
+  private cachedUsable(
+    token: string,
+    audience: string,
+    accept: readonly EntryKind[],
+  ): VerifiedEntry | undefined {
     const entry = this.cached(token);
-    if (entry === undefined || this.refusal(entry, audience, DASHBOARD)) return undefined;
-    this.o.cacheCounter?.lookup(true);
-    return entry.principal as DashboardPrincipal;
+    return entry === undefined || this.refusal(entry, audience, accept) ? undefined : entry;
   }
 
   private async usable(
