@@ -150,7 +150,8 @@ function sqliteFile(dataDir: string): {
   // Checkpoints run on a worker (checkpointer.ts); this connection checkpoints only if the worker falls far behind.
   database.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
   const shared = new SharedRead(database);
-  const prepare = cachePreparedStatements(database, shared);
+  const prepare = preparing(database);
+  cachePreparedStatements(database, shared, prepare);
   return { database, shared, prepare };
 }
 
@@ -165,18 +166,25 @@ const STATEMENT_CACHE_LIMIT = 500;
 const BOUND_LIMIT = /\b(limit|offset) \?/gi;
 
 /**
+ * Prepares a new statement, its bound LIMIT made stable (`BOUND_LIMIT`): prepared.ts prepares its own statements with
+ * it, outside Kysely's cache, since it runs them in raw mode.
+ */
+function preparing(database: SQLite.Database): (sql: string) => SQLite.Statement {
+  const original = database.prepare.bind(database);
+  return (sql) => original(sql.replace(BOUND_LIMIT, '$1 +?'));
+}
+
+/**
  * Kysely's SQLite driver prepares every query anew; preparing costs more than running a point read. Statements are
  * reusable, so keep them by SQL text. Safe because the driver only calls `all` or `run`, which finish synchronously.
  * The driver prepares each statement right before it runs it, its BEGIN included, so this is also where the turn's
- * shared read of the prepared statements ends: nothing Kysely runs joins it. Returns how to prepare a statement of
- * one's own, outside this cache, with the same bound-LIMIT rewrite (prepared.ts runs its statements in raw mode).
+ * shared read of the prepared statements ends: nothing Kysely runs joins it.
  */
 function cachePreparedStatements(
   database: SQLite.Database,
   shared: SharedRead,
-): (sql: string) => SQLite.Statement {
-  const original = database.prepare.bind(database);
-  const prepare = (sql: string) => original(sql.replace(BOUND_LIMIT, '$1 +?'));
+  prepare: (sql: string) => SQLite.Statement,
+): void {
   const cache = new Map<string, SQLite.Statement>();
   database.prepare = ((sql: string) => {
     shared.end();
@@ -187,5 +195,4 @@ function cachePreparedStatements(
     }
     return statement;
   }) as typeof database.prepare;
-  return prepare;
 }
