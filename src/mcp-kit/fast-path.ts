@@ -149,20 +149,28 @@ export function toolResultAnswer(
 /** The server's identity as the modern wire's `_meta` writes it, serialized once per server. */
 const identities = new WeakMap<Record<string, unknown>, string>();
 
+const identityOf = (serverInfo: Record<string, unknown>) => ({
+  'io.modelcontextprotocol/serverInfo': serverInfo,
+});
+
 function modernBody(
   call: CanonicalToolCall,
   result: { _meta?: Record<string, unknown>; [key: string]: unknown },
   serverInfo: Record<string, unknown>,
 ): string {
-  const identity = { 'io.modelcontextprotocol/serverInfo': serverInfo };
   if (result._meta || 'resultType' in result) {
-    const modern = { ...result, _meta: { ...result._meta, ...identity }, resultType: 'complete' };
+    const modern = {
+      ...result,
+      _meta: { ...result._meta, ...identityOf(serverInfo) },
+      resultType: 'complete',
+    };
     return JSON.stringify({ result: modern, jsonrpc: '2.0', id: call.id });
   }
   // The tools' results carry no `_meta`: the two members are appended to the result's own JSON instead of copying
   // it into a new object first (the copy and the identity's serialization were half of this function's cost).
   let identityJson = identities.get(serverInfo);
-  if (identityJson === undefined) identities.set(serverInfo, (identityJson = JSON.stringify(identity)));
+  if (identityJson === undefined)
+    identities.set(serverInfo, (identityJson = JSON.stringify(identityOf(serverInfo))));
   const json = JSON.stringify(result);
   const members = `"resultType":"complete","_meta":${identityJson}`;
   const modern = json === '{}' ? `{${members}}` : `${json.slice(0, -1)},${members}}`;
