@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { AppContext } from '../context.js';
 import { findAgency } from '../domain/agencies.js';
 import { findProject, insertTaskInProject, listClients } from '../domain/agency-records.js';
-import { newId } from '../base/ids.js';
+import { newOrderedId } from '../base/ids.js';
 import type { Permission } from '../domain/permissions.js';
 import { ApiError } from '../http/errors.js';
 import { assertPermission, type CallerAccess } from './access.js';
@@ -257,7 +257,7 @@ export const OPERATIONS = {
     async run(ctx, access, input) {
       const now = ctx.clock.now();
       const row = {
-        id: newId('cli'),
+        id: newOrderedId('cli', now),
         agency_id: access.agencyId,
         name: String(input['name']),
         email: (input['email'] as string | null | undefined) ?? null,
@@ -326,7 +326,7 @@ export const OPERATIONS = {
         throw notFound('client', input['client_id'], 'client_id');
       const now = ctx.clock.now();
       const row = {
-        id: newId('prj'),
+        id: newOrderedId('prj', now),
         agency_id: access.agencyId,
         client_id: String(input['client_id']),
         name: String(input['name']),
@@ -404,7 +404,7 @@ export const OPERATIONS = {
       }
       const now = ctx.clock.now();
       const row = {
-        id: newId('tsk'),
+        id: newOrderedId('tsk', now),
         agency_id: access.agencyId,
         project_id: String(input['project_id']),
         title: String(input['title']),
@@ -449,14 +449,15 @@ export const OPERATIONS = {
       const find = { client: clientRow, project: projectRow, task: taskRow }[subjectType];
       if (!(await find(ctx, access.agencyId, input['subject_id'])))
         throw notFound(subjectType, input['subject_id'], 'subject_id');
+      const now = ctx.clock.now();
       const row = {
-        id: newId('not'),
+        id: newOrderedId('not', now),
         agency_id: access.agencyId,
         subject_type: subjectType,
         subject_id: String(input['subject_id']),
         author_member_id: access.memberId,
         body: String(input['body']),
-        created_at: ctx.clock.now(),
+        created_at: now,
       };
       await ctx.db.insertInto('notes').values(row).execute();
       return renderNote(row);

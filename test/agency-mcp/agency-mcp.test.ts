@@ -240,6 +240,33 @@ describe.each(ERAS)('tools through a real SDK client on %s', (version) => {
     expect(note.structuredContent).toMatchObject({ object: 'note', author_member_id: g.memberId });
   });
 
+  it('gives what the write tools create ids in the order it was made (new keys at the end of their indexes)', async () => {
+    const made = async (name: string, args: Record<string, unknown>) => {
+      const r = await client.callTool({ name, arguments: args });
+      expect(r.isError).toBeFalsy();
+      return (r.structuredContent as { id: string }).id;
+    };
+    // Four of each: random ids would come out sorted one time in 24.
+    const four = async (name: string, args: (i: number) => Record<string, unknown>) => {
+      const ids: string[] = [];
+      for (let i = 0; i < 4; i++) ids.push(await made(name, args(i)));
+      return ids;
+    };
+    const clients = await four('create_client', (i) => ({ name: `Ordered ${i}` }));
+    const projects = await four('create_project', (i) => ({ client_id: clients[0], name: `P${i}` }));
+    const tasks = await four('create_task', (i) => ({ project_id: projects[0], title: `T${i}` }));
+    const notes = await four('add_note', (i) => ({
+      subject_type: 'task',
+      subject_id: tasks[0],
+      body: `N${i}`,
+    }));
+    for (const ids of [clients, projects, tasks, notes]) {
+      expect(ids).toEqual([...ids].sort());
+      // Still ids of the documented shape: prefix, underscore, 22 letters and digits.
+      for (const id of ids) expect(id).toMatch(/^(cli|prj|tsk|not)_[A-Za-z0-9]{22}$/);
+    }
+  });
+
   it('answers invalid arguments with a tool error naming the field', async () => {
     const bad = await client.callTool({ name: 'get_client', arguments: { client_id: 'nope' } });
     expect(bad.isError).toBe(true);
