@@ -22,11 +22,24 @@ export class KeepAliveClient {
       socket.once('error', reject);
       socket.on('data', (chunk) => this.#onData(chunk));
       socket.on('close', () => {
-        if (this.socket === socket) this.socket = undefined;
+        // A connection dropped by `reconnect` is no longer this client's: its close says nothing of the current one.
+        if (this.socket !== socket) return;
+        this.socket = undefined;
         this.pending?.reject(new Error('connection closed before the answer'));
         this.pending = undefined;
       });
     });
+  }
+
+  /**
+   * Drops the connection, if any; the next request opens a new one. For a run that starts after the server may have
+   * sat paused or idle past its keep-alive timeout, when reusing the old connection would race its close.
+   */
+  reconnect() {
+    const socket = this.socket;
+    this.socket = undefined;
+    this.buffer = Buffer.alloc(0);
+    socket?.destroy();
   }
 
   /** POSTs `body` (a string) with `contentType`; resolves { status, body } with the body as a string. */

@@ -261,8 +261,13 @@ async function runAlone(side, sides, seconds) {
     return await side.run(seconds);
   } finally {
     for (const pid of others) signal(pid, 'SIGCONT');
+    // Resumed, a server first runs the timers that fell due while it was paused: it closes the keep-alive connections
+    // that sat idle past its timeout. Let it, before the next side writes a request on one of them.
+    if (others.length > 0) await new Promise((resolve) => setTimeout(resolve, RESUME_SETTLE_MS));
   }
 }
+
+const RESUME_SETTLE_MS = 200;
 
 /** Sends `name` to `pid`, which may have exited already. */
 function signal(pid, name) {

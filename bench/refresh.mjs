@@ -46,6 +46,8 @@ export function rotationSide(name, { pid, pgApp, tokenUrl, path = '/oauth/token'
     /** Rotations done so far, warm-up included (for the storage growth per rotation). */
     total: 0,
     async run(seconds) {
+      // A new connection per run: between runs the server sat idle or paused (lib.mjs `runAlone`).
+      for (const client of clients) client.reconnect();
       const latencies = [];
       const until = performance.now() + seconds * 1000;
       const loop = async (chain, client) => {
