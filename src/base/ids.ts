@@ -86,10 +86,11 @@ let sequence = 0;
  * sequence within that millisecond, then 10 random (about 59 bits), 22 in all like `newId`. Two uses:
  * - rows listed by time whose ties must keep their order: a member's removal and the connections it ends are written
  *   in one millisecond;
- * - rows the write tools insert at a high rate (clients, projects, tasks, notes): a new key lands at the right-hand
- *   end of its indexes, so the inserts of one commit dirty the same few pages. A random key dirties a different leaf
- *   of every index on it per row: `create_task` at 50 connections wrote ~8 MB/s of log, which the checkpoints then
- *   copied and synced beside the requests (docs/performance.md, lever 30).
+ * - an agency's records (clients, projects, tasks, notes), wherever they are made: the write tools insert them at a
+ *   high rate, and a new key lands at the right-hand end of its indexes, so the inserts of one commit dirty the same
+ *   few pages. A random key dirties a different leaf of every index on it per row: `create_task` at 50 connections
+ *   wrote ~8 MB/s of log, which the checkpoints then copied and synced beside the requests (docs/performance.md,
+ *   lever 30).
  * The id says when the row was made, as its `created_at` does to anyone who may read it; the random part keeps it
  * unguessable. A clock that stands still or steps back keeps the last time and counts on (past the sequence's room,
  * the time part runs ahead by a millisecond), so ids never go backwards within the process.

@@ -3,7 +3,7 @@ import { LOCK_KEYS, withExclusiveLock } from '../store/exclusive.js';
 import type { Database } from '../store/schema.js';
 import { addMember, createAgency } from './agencies.js';
 import type { Clock } from '../base/clock.js';
-import { newId } from '../base/ids.js';
+import { newOrderedId } from '../base/ids.js';
 import type { Role } from './permissions.js';
 import { createUser } from './users.js';
 
@@ -115,7 +115,7 @@ async function seedAgencies(db: Kysely<Database>, clock: Clock): Promise<void> {
     }
     const now = clock.now();
     for (const c of a.clients) {
-      const clientId = newId('cli');
+      const clientId = newOrderedId('cli', now);
       await db
         .insertInto('clients')
         .values({
@@ -129,7 +129,7 @@ async function seedAgencies(db: Kysely<Database>, clock: Clock): Promise<void> {
         })
         .execute();
       for (const p of c.projects) {
-        const projectId = newId('prj');
+        const projectId = newOrderedId('prj', now);
         await db
           .insertInto('projects')
           .values({
@@ -147,7 +147,7 @@ async function seedAgencies(db: Kysely<Database>, clock: Clock): Promise<void> {
           await db
             .insertInto('tasks')
             .values({
-              id: newId('tsk'),
+              id: newOrderedId('tsk', now),
               agency_id: agency.id,
               project_id: projectId,
               title,
