@@ -15,19 +15,23 @@ const { privateKey, publicKey } = await generateKeyPair('ES256');
 const keys = { signingKey: async () => ({ alg: 'ES256', kid: 'k1', privateKey }) } as unknown as SigningKeys;
 const clock = { now: () => NOW };
 
+/** An access token of usr_1 for the resource, valid 60 s, with the caller's `claims`. */
+const signWith = (claims: Record<string, unknown>) =>
+  signJwt(keys, clock, {
+    typ: 'at+jwt',
+    issuer: 'https://as.example',
+    subject: 'usr_1',
+    audience: 'https://rs.example/mcp',
+    lifetimeSeconds: 60,
+    claims,
+  });
+
 const payloadOf = (token: string) =>
   JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
 
 describe('signJwt', () => {
   it('writes the claims, then the registered claims, and signs with ES256', async () => {
-    const token = await signJwt(keys, clock, {
-      typ: 'at+jwt',
-      issuer: 'https://as.example',
-      subject: 'usr_1',
-      audience: 'https://rs.example/mcp',
-      lifetimeSeconds: 60,
-      claims: { client_id: 'cli_1', scope: 'a b' },
-    });
+    const token = await signWith({ client_id: 'cli_1', scope: 'a b' });
     const payload = payloadOf(token);
     expect(Object.keys(payload)).toEqual([
       'client_id',
@@ -60,13 +64,12 @@ describe('signJwt', () => {
   });
 
   it('lets no claim of the caller replace a registered one', async () => {
-    const token = await signJwt(keys, clock, {
-      typ: 'at+jwt',
-      issuer: 'https://as.example',
-      subject: 'usr_1',
-      audience: 'https://rs.example/mcp',
-      lifetimeSeconds: 60,
-      claims: { iss: 'https://evil.example', sub: 'usr_2', exp: NOW, jti: 'chosen', cid: 'con_1' },
+    const token = await signWith({
+      iss: 'https://evil.example',
+      sub: 'usr_2',
+      exp: NOW,
+      jti: 'chosen',
+      cid: 'con_1',
     });
     const payload = payloadOf(token);
     expect(payload).toMatchObject({
@@ -80,14 +83,7 @@ describe('signJwt', () => {
 
   it('does not change the claims object it is given', async () => {
     const claims = { scope: 'a' };
-    await signJwt(keys, clock, {
-      typ: 'at+jwt',
-      issuer: 'https://as.example',
-      subject: 'usr_1',
-      audience: 'x',
-      lifetimeSeconds: 60,
-      claims,
-    });
+    await signWith(claims);
     expect(claims).toEqual({ scope: 'a' });
   });
 });
