@@ -39,6 +39,9 @@ export class KeepAliveClient {
     const socket = this.socket;
     this.socket = undefined;
     this.buffer = Buffer.alloc(0);
+    // The old socket's close no longer rejects what was asked on it: a request still waiting would wait forever.
+    this.pending?.reject(new Error('connection dropped by reconnect before the answer'));
+    this.pending = undefined;
     socket?.destroy();
   }
 
