@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { Config, Surface } from '../config/config.js';
 import { newId } from '../base/ids.js';
 import type { Metrics } from '../base/metrics.js';
+import { keepTickObjectShape } from '../base/tick-shape.js';
 import { deferredChildLogger } from './deferred-logger.js';
 import { ApiError, type ErrorCode } from './errors.js';
 
@@ -129,6 +130,8 @@ class RequestLog extends LogController {
  * the caller), the size limits, and JSON error responses for requests Node rejects before Fastify sees them.
  */
 export function createServer(config: Config, o: ServerOptions): FastifyInstance {
+  // Once per process: node:http's hot paths stay on V8's fast way of making nextTick's entries (base/tick-shape.ts).
+  keepTickObjectShape();
   const log = o.logger.child({ surface: o.surface });
   const requestLog = new RequestLog(config.accessLog ? 'info' : 'debug', o.surface, o.metrics);
   const app = Fastify({
