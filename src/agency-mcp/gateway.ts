@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import { DependencyUnavailable, DependencyWatch } from '../http/dependency-outage.js';
 import { ApiError, type ErrorBody, UNAVAILABLE_MESSAGE } from '../http/errors.js';
 import type { AgencyCall } from './auth.js';

@@ -1,3 +1,4 @@
+import process from 'node:process';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { type DocumentBuilders, servePublicDocuments } from '../http/public-documents.js';
 import type { AppContext } from '../context.js';

@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';

@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import { randomFillSync } from 'node:crypto';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';

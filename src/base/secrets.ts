@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import { createHmac, hash, timingSafeEqual } from 'node:crypto';
 import { pooledRandomBytes } from './ids.js';
 

@@ -1,4 +1,5 @@
 import { createHook } from 'node:async_hooks';
+import process from 'node:process';
 
 /**
  * Keeps one of `process.nextTick`'s queue entries alive for the life of the process, so that V8 never forgets their

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import process from 'node:process';
 import { parseArgs } from 'node:util';
 import { createContext, createLogger, startServices } from '../app.js';
 import { pinClientVersion } from '../auth/clients/pins.js';

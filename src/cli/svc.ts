@@ -1,3 +1,4 @@
+import process from 'node:process';
 import { main } from './main.js';
 
 // `start` keeps the process alive through its servers; every other command ends here.

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import process from 'node:process';
 import { z } from 'zod';
 
 /**

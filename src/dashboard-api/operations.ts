@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import { z } from 'zod';
 import type { AppContext } from '../context.js';
 import { findAgency } from '../domain/agencies.js';

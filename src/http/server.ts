@@ -1,5 +1,7 @@
+import { Buffer } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { Readable } from 'node:stream';
 import Fastify, {
   type FastifyBaseLogger,

@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';

@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import { type KeyObject, verify } from 'node:crypto';
 import type { JWTPayload } from 'jose';
 

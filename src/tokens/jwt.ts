@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import { KeyObject, sign } from 'node:crypto';
 import type { Clock } from '../base/clock.js';
 import { toEpochSeconds } from '../base/clock.js';

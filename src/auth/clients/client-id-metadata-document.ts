@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
