@@ -18,12 +18,9 @@ import { ME_ACCEPTS, ME_SCOPE, meBody } from './me.js';
  */
 export function meFastPath(ctx: AppContext): RawFastPath {
   const bodies = new WeakMap<UserRow, Map<string, string>>();
-  // The API's URL, the audience its tokens must carry: known once it listens, which it does before any request, and
-  // fixed from then on. Looked up per request it was a WeakMap probe and two property reads (perf).
-  let audience: string | undefined;
   return (request) => {
     if (request.method !== 'GET' || request.url !== '/me') return undefined;
-    const caller = cachedCaller(ctx, request, (audience ??= urls.api(ctx.config)));
+    const caller = cachedCaller(ctx, request);
     if (!caller) return undefined;
     ctx.verifier.countCachedHit(caller.principal);
     ctx.users.countHit();
@@ -38,12 +35,12 @@ interface CachedCaller {
 }
 
 /** The caller, its user and its version when every one of them is answered from memory, else undefined. */
-function cachedCaller(ctx: AppContext, request: IncomingMessage, audience: string): CachedCaller | undefined {
+function cachedCaller(ctx: AppContext, request: IncomingMessage): CachedCaller | undefined {
   const headers = scanHeaders(request.rawHeaders);
   if (!headers) return undefined;
   const requested = headers.version ? validVersion(ctx, request.rawHeaders) : undefined;
   if (requested === false) return undefined;
-  const principal = ctx.verifier.cachedPrincipal(headers.token, audience, ME_ACCEPTS);
+  const principal = ctx.verifier.cachedPrincipal(headers.token, urls.api(ctx.config), ME_ACCEPTS);
   if (!principal || (principal.kind === 'oauth' && !principal.scopes.has(ME_SCOPE))) return undefined;
   const user = ctx.users.peek(principal.userId);
   if (!user) return undefined;

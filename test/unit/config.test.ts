@@ -7,6 +7,7 @@ import {
   publishBindings,
   urlOf,
 } from '../../src/config/config.js';
+import { urls } from '../../src/config/urls.js';
 
 const load = (env: Record<string, string>) => loadConfig(env);
 const failure = (env: Record<string, string>) => {
@@ -60,6 +61,23 @@ describe('configuration from the environment', () => {
     expect(boundPort(c, 'api')).toBe(41234);
     expect(boundPort(c, 'auth')).toBe(4003);
     expect(c.ports.api).toBe(0);
+  });
+
+  it("keeps each URL once known, per configuration: not before it is known, never another configuration's", () => {
+    const first = load({ API_PORT: '0', MCP_PORT: '0' });
+    const second = load({ API_PORT: '0', MCP_URL: 'https://mcp.example.com' });
+    expect(() => urls.api(first)).toThrow(/not known before it listens/);
+    expect(() => urls.mcpResource(first)).toThrow(/not known before it listens/);
+    publishBindings(first, { api: 41236, mcp: 41237 });
+    expect(urls.api(first)).toBe('http://127.0.0.1:41236');
+    expect(urls.mcpResource(first)).toBe('http://127.0.0.1:41237/mcp');
+    expect(urls.mcpResource(second)).toBe('https://mcp.example.com/mcp');
+    expect(() => urls.api(second)).toThrow(/not known before it listens/);
+    publishBindings(second, { api: 41238 });
+    expect(urls.api(second)).toBe('http://127.0.0.1:41238');
+    expect(urls.api(first)).toBe('http://127.0.0.1:41236');
+    expect(urls.mcpResource(first)).toBe('http://127.0.0.1:41237/mcp');
+    expect(urls.issuer(first)).toBe('http://127.0.0.1:4003');
   });
 
   it('treats an empty variable as unset', () => {
