@@ -143,7 +143,7 @@ export class DashboardGateway {
         authorization: this.basic,
         subjectToken: inbound,
         subjectTokenType: ACCESS_TOKEN_TYPE,
-        targets: [this.audience()],
+        targets: [urls.dashboardApi(this.ctx.config)],
         requestedTokenType: undefined,
       });
     } catch (e) {
@@ -161,7 +161,7 @@ export class DashboardGateway {
         grant_type: TOKEN_EXCHANGE_GRANT,
         subject_token: inbound,
         subject_token_type: ACCESS_TOKEN_TYPE,
-        audience: this.audience(),
+        audience: urls.dashboardApi(this.ctx.config),
       }).toString(),
     });
     if (!res) throw new ExchangeUnavailable(`the token exchange at ${endpoint} is unavailable`, true);
@@ -227,9 +227,5 @@ export class DashboardGateway {
       this.authServer.failed(new DependencyUnavailable(`${url} did not answer: ${(e as Error).message}`));
       return undefined;
     }
-  }
-
-  private audience(): string {
-    return `${urls.issuer(this.ctx.config)}/api`;
   }
 }

@@ -68,7 +68,7 @@ export async function exchangeToken(
   r: TokenExchangeRequest,
 ): Promise<TokenExchangeResponse> {
   authenticateInternalClient(ctx, r.authorization);
-  const audience = `${urls.issuer(ctx.config)}/api`;
+  const audience = urls.dashboardApi(ctx.config);
   checkRequest(r, audience);
   const subject = await verifySubject(ctx, r.subjectToken!);
   const grant = await liveGrant(ctx, subject);

@@ -25,5 +25,7 @@ export const urls = {
   api: once((c) => urlOf(c, 'api')),
   mcpResource: once((c) => `${urlOf(c, 'mcp')}/mcp`),
   agencyMcpResource: once((c) => `${urlOf(c, 'agency-mcp')}/mcp`),
+  /** The dashboard API (served by the auth surface): the `aud` of the tokens the token exchange mints for it. */
+  dashboardApi: once((c) => `${urlOf(c, 'auth')}/api`),
   of: (c: Config, s: Surface) => urlOf(c, s),
 };

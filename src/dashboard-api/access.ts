@@ -19,9 +19,6 @@ export interface CallerAccess {
   permissions: ReadonlySet<Permission>;
 }
 
-/** The dashboard API's audience: the `aud` of the tokens the token exchange mints for it (docs/contract.md#tokens). */
-export const dashboardApiAudience = (ctx: AppContext): string => `${urls.issuer(ctx.config)}/api`;
-
 /**
  * Access of a dashboard API token (docs/contract.md#agency-mcp-server). The connection, the member and the agency are read on every call, so a
  * disconnect, a role change or a removal takes effect on the next call; permissions = what the token was minted
@@ -32,7 +29,7 @@ export async function accessOfDashboardToken(
   token: string | undefined,
   agencyId: string,
 ): Promise<CallerAccess> {
-  const audience = dashboardApiAudience(ctx);
+  const audience = urls.dashboardApi(ctx.config);
   const principal = await verifyDashboardToken(ctx, token, audience);
   const row = await currentGrant(ctx.store.sql, principal.connectionId);
   const now = ctx.clock.now();

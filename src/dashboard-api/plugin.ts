@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AppContext } from '../context.js';
+import { type AppContext, urls } from '../context.js';
 import { BearerError, extractBearer } from '../http/bearer.js';
 import { ApiError } from '../http/errors.js';
 import { isDependencyOutage } from '../http/dependency-outage.js';
 import { authenticationError } from '../http/rest-auth.js';
-import { accessOfDashboardToken, accessOfMember, type CallerAccess, dashboardApiAudience } from './access.js';
+import { accessOfDashboardToken, accessOfMember, type CallerAccess } from './access.js';
 import { invoke, OPERATIONS, type Operation, type OperationId } from './operations.js';
 
 const AGENCY_ID = /^agy_[A-Za-z0-9]{1,64}$/;
@@ -47,7 +47,7 @@ async function accessOfRequest(
   request: FastifyRequest,
   agencyId: string,
 ): Promise<CallerAccess> {
-  const audience = dashboardApiAudience(ctx);
+  const audience = urls.dashboardApi(ctx.config);
   if (request.headers.authorization === undefined && request.method === 'GET') {
     const user = await ctx.webSessions.currentUser(request);
     if (user) return accessOfMember(ctx, user.userId, agencyId);

@@ -78,6 +78,7 @@ describe('configuration from the environment', () => {
     expect(urls.api(first)).toBe('http://127.0.0.1:41236');
     expect(urls.mcpResource(first)).toBe('http://127.0.0.1:41237/mcp');
     expect(urls.issuer(first)).toBe('http://127.0.0.1:4003');
+    expect(urls.dashboardApi(first)).toBe('http://127.0.0.1:4003/api');
   });
 
   it('treats an empty variable as unset', () => {
