@@ -1,7 +1,7 @@
 // Lever 32 (docs/performance.md): a full collection on an idle server can make V8 forget the shape of
 // `process.nextTick`'s entries, and node:http then builds each one through V8's runtime for the rest of the process's
-// life. Plain node:http servers (the bare baseline's answer), half of them with src/base/tick-shape.ts's entry kept,
-// each: warmed up, then collected as V8's memory reducer collects an idle server (`gc()` four times, with
+// life. The bench's bare baseline (bench/bare-server.mjs), several servers, half of them with src/base/tick-shape.ts's
+// entry kept, each: warmed up, then collected as V8's memory reducer collects an idle server (`gc()` four times, with
 // `--retain-maps-for-n-gc=0` so that a collection drops what such a collection drops), then measured like every table
 // of the bench (`compare`: CPU µs per request, alternating rounds). The state V8 is left in is read by
 // test/unit/tick-shape.test.ts. Usage: `npm run build && node bench/tick-shape.mjs` (about 2 min).
@@ -9,28 +9,22 @@ import { compare, httpSide, spawnServer } from './lib.mjs';
 
 const PER_VARIANT = Number(process.env.TICK_SHAPE_SERVERS ?? 3);
 
-const SERVER = (keep) => `
-  import { createServer } from 'node:http';
-  ${keep ? `(await import(${JSON.stringify(new URL('../dist/base/tick-shape.js', import.meta.url).pathname)})).keepTickObjectShape();` : ''}
-  const body = JSON.stringify({ object: 'user', id: 'usr_0000000000000000000000', username: 'ada', image_url: null });
-  const server = createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
-    res.end(body);
-  });
-  process.on('SIGUSR2', () => { for (let i = 0; i < 4; i++) globalThis.gc(); });
-  process.on('SIGTERM', () => {
-    server.close();
-    server.closeAllConnections();
-  });
-  server.listen(0, '127.0.0.1', () => console.log('plain http://127.0.0.1:' + server.address().port));
-`;
+/** Loaded before the bare server (`--import`): collects on SIGUSR2 and, when `keep`, keeps the entry. */
+const prepare = (keep) => {
+  const tickShape = new URL('../dist/base/tick-shape.js', import.meta.url).href;
+  const source = `process.on('SIGUSR2', () => { for (let i = 0; i < 4; i++) globalThis.gc(); });
+    ${keep ? `(await import(${JSON.stringify(tickShape)})).keepTickObjectShape();` : ''}`;
+  return `--import=data:text/javascript,${encodeURIComponent(source)}`;
+};
 
-const FLAGS = ['--expose-gc', '--retain-maps-for-n-gc=0', '--input-type=module', '-e'];
+const FLAGS = ['--expose-gc', '--retain-maps-for-n-gc=0'];
 
 const servers = [];
 for (const keep of [false, true]) {
   for (let i = 0; i < PER_VARIANT; i++) {
-    const server = await spawnServer([...FLAGS, SERVER(keep)], { ready: /plain (http:\/\/\S+)/ });
+    const server = await spawnServer([...FLAGS, prepare(keep), 'bench/bare-server.mjs'], {
+      ready: /bare (http:\/\/\S+)/,
+    });
     const side = httpSide(`${keep ? 'entry kept' : 'as Node leaves it'} ${i + 1}`, {
       url: server.match[1],
       pid: server.pid,
@@ -46,7 +40,7 @@ for (const s of servers) {
 await new Promise((resolve) => setTimeout(resolve, 500));
 console.log(`node ${process.version} (V8 ${process.versions.v8})`);
 await compare(
-  'Plain node:http servers collected as an idle server is',
+  'Bare node:http servers collected as an idle server is',
   servers.map((s) => s.side),
   { baseline: servers[0].side.name },
 );
