@@ -308,6 +308,16 @@ export function verdict(label, value, ok, target) {
   console.log(`  ${label}: ${value} — ${ok ? 'meets' : 'MISSES'} the target (${target})`);
 }
 
+/**
+ * A ratio as a target line prints it: two decimals, or as many more as it takes not to round it onto the bound itself
+ * (1.998 printed "2.00×" beside "MISSES the target (≥ 2×)").
+ */
+export function times(ratio, bound) {
+  let digits = 2;
+  while (ratio !== bound && Number(ratio.toFixed(digits)) === bound && digits < 6) digits++;
+  return `${ratio.toFixed(digits)}×`;
+}
+
 /** Prints and records a finding that has no target. */
 export function note(text) {
   verdicts.push({ label: text });

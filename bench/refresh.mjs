@@ -5,7 +5,7 @@
 // Targets: ≥ 3× oidc-provider by CPU µs per rotation on the embedded database, ≥ 2× on PostgreSQL; p99 ≤ 10 ms at
 // 20 concurrent chains. Standalone: `npm run build && node bench/refresh.mjs`.
 import { createServer } from 'node:net';
-import { compare, options, percentiles, spawnServer, startSvc, verdict } from './lib.mjs';
+import { compare, options, percentiles, spawnServer, startSvc, times, verdict } from './lib.mjs';
 import { KeepAliveClient } from './http-client.mjs';
 import { connectAgent } from './oauth-flow.mjs';
 import { pgEnd, pgReady, pgSchema } from './pg.mjs';
@@ -180,11 +180,9 @@ function report(seq, conc) {
     const e = x('ours, embedded database', 'oidc-provider, in-memory store');
     const es = x('ours, embedded database', 'oidc-provider, SQLite adapter');
     const p = x('ours, PostgreSQL', 'oidc-provider, PostgreSQL adapter');
-    if (e) verdict(`${label}: ours vs oidc-provider in memory`, `${e.toFixed(2)}× cheaper`, e >= 3, '≥ 3×');
-    if (es)
-      verdict(`${label}: ours vs oidc-provider on SQLite`, `${es.toFixed(2)}× cheaper`, es >= 3, '≥ 3×');
-    if (p)
-      verdict(`${label}: ours vs oidc-provider on PostgreSQL`, `${p.toFixed(2)}× cheaper`, p >= 2, '≥ 2×');
+    if (e) verdict(`${label}: ours vs oidc-provider in memory`, `${times(e, 3)} cheaper`, e >= 3, '≥ 3×');
+    if (es) verdict(`${label}: ours vs oidc-provider on SQLite`, `${times(es, 3)} cheaper`, es >= 3, '≥ 3×');
+    if (p) verdict(`${label}: ours vs oidc-provider on PostgreSQL`, `${times(p, 2)} cheaper`, p >= 2, '≥ 2×');
   }
   for (const name of ['ours, embedded database', 'ours, PostgreSQL']) {
     const r = conc[name];
