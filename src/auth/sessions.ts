@@ -1,12 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { AppContext } from '../context.js';
+import { type AppContext, urls } from '../context.js';
 import { toRfc3339 } from '../base/clock.js';
 import { MAX_PASSWORD_LENGTH } from '../domain/passwords.js';
 import { createSession, endSession } from '../domain/sessions.js';
 import { ApiError } from '../http/errors.js';
 import { authenticateRest } from '../http/rest-auth.js';
-import { issueSessionToken, sessionApiAudience } from '../tokens/session-token.js';
+import { issueSessionToken } from '../tokens/session-token.js';
 import { signInGuard } from './sign-in-guard.js';
 
 const SignInBody = z.object({
@@ -48,7 +48,7 @@ export async function sessionRoutes(app: FastifyInstance, ctx: AppContext): Prom
 
   app.delete('/api/sessions/current', async (request, reply) => {
     const principal = await authenticateRest(ctx, request, {
-      audience: sessionApiAudience(ctx),
+      audience: urls.sessionApi(ctx.config),
       accept: ['session'],
     });
     if (principal.kind !== 'session') throw new Error('unreachable: only session tokens are accepted');

@@ -27,5 +27,7 @@ export const urls = {
   agencyMcpResource: once((c) => `${urlOf(c, 'agency-mcp')}/mcp`),
   /** The dashboard API (served by the auth surface): the `aud` of the tokens the token exchange mints for it. */
   dashboardApi: once((c) => `${urlOf(c, 'auth')}/api`),
+  /** The session API (served by the auth surface): where an API session token may end its own session. */
+  sessionApi: once((c) => `${urlOf(c, 'auth')}/api/sessions`),
   of: (c: Config, s: Surface) => urlOf(c, s),
 };

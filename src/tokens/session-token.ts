@@ -29,14 +29,11 @@ export function issueSessionToken(ctx: SessionTokenDeps, session: SessionRow): P
   });
 }
 
-/** The session API (`{AUTH_URL}/api/sessions`): where an API session token may end its own session. */
-export const sessionApiAudience = (ctx: { config: Config }) => `${urls.issuer(ctx.config)}/api/sessions`;
-
 /** The first-party resources an API session token is good for: those of the surfaces this deployment has. */
 function apiSessionAudiences(ctx: { config: Config }): string[] {
-  const api = knownUrl(ctx.config, 'api');
-  const mcp = knownUrl(ctx.config, 'mcp');
-  return [sessionApiAudience(ctx), api, mcp && `${mcp}/mcp`].filter(
-    (u): u is string => typeof u === 'string',
-  );
+  const c = ctx.config;
+  const audiences = [urls.sessionApi(c)];
+  if (knownUrl(c, 'api')) audiences.push(urls.api(c));
+  if (knownUrl(c, 'mcp')) audiences.push(urls.mcpResource(c));
+  return audiences;
 }

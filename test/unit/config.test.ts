@@ -79,6 +79,7 @@ describe('configuration from the environment', () => {
     expect(urls.mcpResource(first)).toBe('http://127.0.0.1:41237/mcp');
     expect(urls.issuer(first)).toBe('http://127.0.0.1:4003');
     expect(urls.dashboardApi(first)).toBe('http://127.0.0.1:4003/api');
+    expect(urls.sessionApi(first)).toBe('http://127.0.0.1:4003/api/sessions');
   });
 
   it('treats an empty variable as unset', () => {
