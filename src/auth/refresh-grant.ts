@@ -6,6 +6,8 @@ import {
   findFamilyConnection,
   findSuccessor,
   type RefreshGrant,
+  type Rotation,
+  type RotationGuard,
   type RotationPlan,
 } from '../domain/refresh-tokens.js';
 import { SCOPES } from '../domain/scopes.js';
@@ -13,7 +15,7 @@ import { hashSecret, randomSecret } from '../base/secrets.js';
 import { OAuthError } from '../http/oauth-errors.js';
 import type { Params } from '../web/form.js';
 import { familyOf, successorOf } from './refresh-token.js';
-import { checkTokenResource } from './resource-indicator.js';
+import { checkTokenResource, requestedTokenResource } from './resource-indicator.js';
 import { connectionTokens, type TokenResponse } from './token-response.js';
 
 /**
@@ -27,8 +29,21 @@ export async function refreshTokenGrant(ctx: AppContext, p: Params): Promise<Tok
   const requestedScope = p.get('scope');
   const hash = hashSecret(token);
   const now = ctx.clock.now();
-  const { answer, won } = await findAndRotate(ctx.store.sql, hash, (row) =>
-    planRotation(p, { token, clientId, requestedScope, hash, now }, row),
+  // The successor's salt is chosen now and stored on the consumed row (domain/refresh-tokens.ts): the whole rotation
+  // is known before the row is read, and PostgreSQL reads, checks and writes it in one statement.
+  const salt = randomSecret(16);
+  const successor = successorOf(token, salt);
+  const rotation: Rotation = {
+    hash,
+    salt,
+    successor: { hash: hashSecret(successor.token), family: successor.family, salt: randomSecret(16) },
+    now,
+  };
+  const { answer, won } = await findAndRotate(
+    ctx.store.sql,
+    rotation,
+    rotationGuard(p, clientId, requestedScope),
+    (row) => planRotation(p, { clientId, requestedScope, now, successor: successor.token }, row),
   );
   if (answer.kind === 'unknown') return refuseUnknown(ctx, token, clientId);
   const { row } = answer;
@@ -36,29 +51,30 @@ export async function refreshTokenGrant(ctx: AppContext, p: Params): Promise<Tok
     ctx.metrics.refresh('rotated');
     return connectionTokens(ctx, row, answer.scope, answer.successor);
   }
-  // Rotated before, or by a concurrent request that won the compare-and-set just now.
+  // Rotated before, or by a concurrent request that won the compare-and-set just now (findAndRotate then plans the
+  // row as that rotation left it, with the salt its successor was derived with).
   const rotatedAt = answer.kind === 'rotate' ? now : answer.rotatedAt;
   const graceMs = ctx.config.oauth.refreshReuseGraceSeconds * 1000;
   if (graceMs > 0 && now - rotatedAt <= graceMs) {
     // Within the grace window the same successor, if it is the immediately previous token's: its successor must
     // not have been rotated itself.
-    const successor = successorOf(token, row.successor_salt).token;
-    const next = await findSuccessor(ctx.db, hashSecret(successor), hash);
+    const replayed = successorOf(token, row.successor_salt).token;
+    const next = await findSuccessor(ctx.db, hashSecret(replayed), hash);
     const scope = next && next.rotated_at === null ? narrowed(row, next.scope) : [];
     if (scope.length > 0) {
       ctx.metrics.refresh('grace_replay');
-      return connectionTokens(ctx, row, scope.join(' '), successor);
+      return connectionTokens(ctx, row, scope.join(' '), replayed);
     }
   }
   return revokeForReuse(ctx, row.id);
 }
 
 interface Presented {
-  token: string;
   clientId: string;
   requestedScope: string | undefined;
-  hash: string;
   now: number;
+  /** The successor a rotation gives out. */
+  successor: string;
 }
 
 /** What the grant makes of the presented token's row, before any write (the checks of RFC 6749 §6 and §5.2). */
@@ -70,17 +86,18 @@ type Planned =
 /**
  * The checks of a presented refresh token against its row, in order, and the rotation they allow; throws the
  * OAuthError of the first that fails. Synchronous: on the embedded database it runs inside the rotation's
- * transaction (findAndRotate).
+ * transaction (findAndRotate). On PostgreSQL, rotationGuard's part of them is made in the rotation's statement too.
  */
 function planRotation(p: Params, t: Presented, row: RefreshGrant | undefined): RotationPlan<Planned> {
   const invalid = (why: string) => new OAuthError('invalid_grant', why);
-  if (!row) return { answer: { kind: 'unknown' } };
+  if (!row) return { rotate: false, answer: { kind: 'unknown' } };
   // RFC 6749 §6: the refresh token is bound to the client it was issued to.
   if (row.client_id !== t.clientId) throw invalid('The refresh token was issued to another client');
   if (row.status !== 'active' || row.connection_expires_at <= t.now)
     throw invalid('The connection has ended');
   checkTokenResource(p, row.resource);
-  if (row.rotated_at !== null) return { answer: { kind: 'reused', row, rotatedAt: row.rotated_at } };
+  if (row.rotated_at !== null)
+    return { rotate: false, answer: { kind: 'reused', row, rotatedAt: row.rotated_at } };
   if (row.expires_at <= t.now) throw invalid('The refresh token expired');
   const familyScope = narrowed(row, row.scope);
   if (familyScope.length === 0)
@@ -97,25 +114,24 @@ function planRotation(p: Params, t: Presented, row: RefreshGrant | undefined): R
     }
     scope = [...new Set(asked)].join(' ');
   }
-  const successor = successorOf(t.token, row.successor_salt);
   // Rotation (docs/contract.md#the-oauth-flow): one compare-and-set on `rotated_at IS NULL`; the winner stores the
-  // successor and slides the connection's expiry, all committed before the answer.
-  return {
-    rotation: {
-      hash: t.hash,
-      parentHash: row.parent_hash,
-      connectionId: row.id,
-      // RFC 6749 §6: the refresh token keeps the scope originally granted; only the access token is narrowed.
-      successor: {
-        hash: hashSecret(successor.token),
-        salt: randomSecret(16),
-        scope: row.scope,
-        family: successor.family,
-      },
-      now: t.now,
-    },
-    answer: { kind: 'rotate', row, scope, successor: successor.token },
-  };
+  // successor and slides the connection's expiry, all committed before the answer. RFC 6749 §6: the successor keeps
+  // the scope originally granted; only the access token is narrowed.
+  return { rotate: true, answer: { kind: 'rotate', row, scope, successor: t.successor } };
+}
+
+/**
+ * The part of planRotation's checks the rotation's statement makes on PostgreSQL (RotationGuard), or undefined when
+ * the request asks for what only planRotation checks: a narrower scope, or a resource it refuses as malformed.
+ */
+function rotationGuard(
+  p: Params,
+  clientId: string,
+  requestedScope: string | undefined,
+): RotationGuard | undefined {
+  if (requestedScope !== undefined) return undefined;
+  const resource = requestedTokenResource(p);
+  return resource === undefined ? undefined : { clientId, resource };
 }
 
 /**

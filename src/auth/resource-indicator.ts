@@ -47,9 +47,19 @@ export function resolveResource(config: Config, raw: string): KnownResource | un
  * for (RFC 8707 §2.2, docs/contract.md#the-oauth-flow).
  */
 export function checkTokenResource(p: Params, expected: string): void {
-  const all = p.all('resource').filter((r) => r !== '');
-  if (all.length === 0) return;
-  if (all.length > 1 || canonicalResource(all[0]!) !== canonicalResource(expected)) {
+  const requested = requestedTokenResource(p);
+  if (requested === null) return;
+  if (requested === undefined || requested !== canonicalResource(expected)) {
     throw new OAuthError('invalid_target', 'The resource does not match the one this grant was made for');
   }
+}
+
+/**
+ * The canonical `resource` a token request names: null when it names none, undefined when it names several or one
+ * that is not an absolute URI (which checkTokenResource refuses).
+ */
+export function requestedTokenResource(p: Params): string | null | undefined {
+  const all = p.all('resource').filter((r) => r !== '');
+  if (all.length === 0) return null;
+  return all.length === 1 ? canonicalResource(all[0]!) : undefined;
 }

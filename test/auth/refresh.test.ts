@@ -120,6 +120,117 @@ describe(`parallel and retried refreshes keep the connection (${ENGINE})`, () =>
   });
 });
 
+describe(`a refused refresh writes nothing, whichever check refuses it (${ENGINE})`, () => {
+  // On PostgreSQL the rotation's statement makes part of the grant's checks itself (domain/refresh-tokens.ts
+  // RotationGuard): a check it made looser than the grant would consume the token and answer 500 here.
+  const sha256 = (s: string) => createHash('sha256').update(s).digest('base64url');
+  const db = () => server.services.ctx.db;
+  const rowOf = (rt: string) =>
+    db()
+      .selectFrom('refresh_tokens')
+      .select(['rotated_at', 'connection_id', 'expires_at'])
+      .where('hash', '=', sha256(rt))
+      .executeTakeFirstOrThrow();
+  const setConnection = async (
+    rt: string,
+    set: { scopes?: string; status?: 'active' | 'revoked'; resource?: string },
+  ) =>
+    db()
+      .updateTable('connections')
+      .set(set)
+      .where('id', '=', (await rowOf(rt)).connection_id)
+      .execute();
+  const resource = () => `${server.url.agencyMcp}/mcp`;
+  /** The refresh grant with `extra` parameters (repeated ones included), as a host sends it. */
+  async function refreshWith(rt: string, extra: [string, string][]) {
+    const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: rt, client_id: clientId });
+    for (const [k, v] of extra) form.set(k, v);
+    for (const [k, v] of extra.filter(([k]) => k === 'resource').slice(1)) form.append(k, v);
+    const res = await fetch(`${server.url.auth}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: form.toString(),
+    });
+    return { res, body: (await res.json()) as Record<string, string> };
+  }
+
+  /** [case, extra parameters, expected error, a change made before (and what undoes it)]. */
+  const nothing = async () => async () => {};
+  const cases: [string, () => [string, string][], string, (rt: string) => Promise<() => Promise<unknown>>][] =
+    [
+      ['another client', () => [['client_id', 'claude-code']], 'invalid_grant', nothing],
+      ['a resource of another server', () => [['resource', server.url.api]], 'invalid_target', nothing],
+      [
+        'two resources',
+        () => [
+          ['resource', resource()],
+          ['resource', resource()],
+        ],
+        'invalid_target',
+        nothing,
+      ],
+      ['a wider scope', () => [['scope', 'agency:mcp:write']], 'invalid_scope', nothing],
+      [
+        "a connection narrowed to none of the token's scope",
+        () => [],
+        'invalid_grant',
+        async (rt) => {
+          await setConnection(rt, { scopes: 'agency:mcp:write' });
+          return () => setConnection(rt, { scopes: 'agency:mcp:read offline_access' });
+        },
+      ],
+      [
+        'a revoked connection',
+        () => [],
+        'invalid_grant',
+        async (rt) => {
+          await setConnection(rt, { status: 'revoked' });
+          return () => setConnection(rt, { status: 'active' });
+        },
+      ],
+      [
+        'an expired token',
+        () => [],
+        'invalid_grant',
+        async (rt) => {
+          const { expires_at } = await rowOf(rt);
+          const set = (at: number) =>
+            db()
+              .updateTable('refresh_tokens')
+              .set({ expires_at: at })
+              .where('hash', '=', sha256(rt))
+              .execute();
+          await set(server.clock.now());
+          return () => set(expires_at);
+        },
+      ],
+    ];
+  it.each(cases)(
+    '%s: the error, the token unused, and it rotates once the cause is gone',
+    async (_, extra, error, change) => {
+      const { tokens } = await connectHost();
+      const rt = tokens['refresh_token']!;
+      const undo = await change(rt);
+      const refused = await refreshWith(rt, extra());
+      expect([refused.res.status, refused.body['error']]).toEqual([400, error]);
+      expect((await rowOf(rt)).rotated_at).toBeNull();
+      await undo();
+      const rotated = await refreshAt(server, rt, { resource: resource() });
+      expect(rotated.res.status).toBe(200);
+    },
+  );
+
+  it('a grant whose resource is stored in another form (an upper-case scheme) still rotates with the canonical one', async () => {
+    const { tokens } = await connectHost();
+    const rt = tokens['refresh_token']!;
+    await setConnection(rt, { resource: resource().replace(/^http:/, 'HTTP:') });
+    const rotated = await refreshAt(server, rt, { resource: resource() });
+    expect(rotated.res.status).toBe(200);
+    expect((await rowOf(rt)).rotated_at).not.toBeNull();
+    await setConnection(rt, { resource: resource() });
+  });
+});
+
 describe(`two instances sharing one database (${ENGINE})`, () => {
   let peer: TestServer;
   beforeAll(async () => {

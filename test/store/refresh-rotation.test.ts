@@ -1,0 +1,245 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hashSecret, randomSecret } from '../../src/base/secrets.js';
+import { seedDemo } from '../../src/domain/demo-seed.js';
+import {
+  findAndRotate,
+  storeRefreshToken,
+  type RefreshGrant,
+  type Rotation,
+  type RotationGuard,
+} from '../../src/domain/refresh-tokens.js';
+import { ManualClock } from '../../src/base/clock.js';
+import type { Store } from '../../src/store/database.js';
+import { migrateToLatest } from '../../src/store/migrate.js';
+import type { PreparedSql } from '../../src/store/prepared.js';
+import { ENGINE, freshStore } from '../helpers/harness.js';
+
+/**
+ * One rotation of the refresh grant's store (domain/refresh-tokens.ts) on the suite's engine, under a plan that rotates
+ * any unrotated row: what it writes, that on PostgreSQL it is one statement when the guard allows it, and what happens
+ * when the guard or a concurrent rotation keeps the write from happening. The grant's own checks against the guard are
+ * held over HTTP (test/auth/refresh.test.ts).
+ */
+describe(`a refresh token rotation in the store (${ENGINE})`, () => {
+  let store: Store;
+  let close: () => Promise<void>;
+  const clock = new ManualClock(Date.parse('2026-11-25T00:00:00Z'));
+  const RESOURCE = 'https://agency.example/mcp';
+  let userId: string;
+  let n = 0;
+
+  beforeAll(async () => {
+    ({ store, close } = await freshStore());
+    await migrateToLatest(store.db);
+    await seedDemo(store.db, clock, false);
+    userId = (
+      await store.db.selectFrom('users').select('id').where('username', '=', 'ada').executeTakeFirstOrThrow()
+    ).id;
+  });
+  afterAll(() => close?.());
+
+  /** A connection (of a client of its own) with one token of a family, its parent already rotated and kept. */
+  async function connection(o: { scopes?: string; resource?: string } = {}) {
+    const id = `con_rotation_${++n}`;
+    const clientId = `dcr_rotation_${n}`;
+    await store.db
+      .insertInto('connections')
+      .values({
+        id,
+        user_id: userId,
+        agency_id: null,
+        member_id: null,
+        client_id: clientId,
+        resource: o.resource ?? RESOURCE,
+        scopes: o.scopes ?? 'agency:mcp:read',
+        ceiling: '',
+        status: 'active',
+        created_at: clock.now(),
+        last_used_at: null,
+        expires_at: clock.now() + 86_400_000,
+        revoked_at: null,
+        revoke_reason: null,
+      })
+      .execute();
+    const family = hashSecret(`family-${n}`);
+    const parent = hashSecret(`parent-${n}`);
+    const token = hashSecret(`token-${n}`);
+    const base = { connectionId: id, scope: 'agency:mcp:read offline_access', family, now: clock.now() };
+    await storeRefreshToken(store.db, { ...base, hash: parent, parentHash: null, salt: randomSecret(16) });
+    await store.db
+      .updateTable('refresh_tokens')
+      .set({ rotated_at: clock.now() })
+      .where('hash', '=', parent)
+      .execute();
+    await storeRefreshToken(store.db, { ...base, hash: token, parentHash: parent, salt: randomSecret(16) });
+    return { id, family, parent, token, guard: { clientId, resource: null } as RotationGuard };
+  }
+
+  const rotationOf = (hash: string, family: string): Rotation => ({
+    hash,
+    salt: randomSecret(16),
+    successor: { hash: hashSecret(randomSecret()), family, salt: randomSecret(16) },
+    now: clock.now(),
+  });
+  /** Rotates every unrotated row: what the grant does once its checks pass. */
+  const anyUnrotated = (row: RefreshGrant | undefined) => ({
+    rotate: row !== undefined && row.rotated_at === null,
+    answer: row,
+  });
+
+  /** `store.sql` counting the statements it is asked to run. */
+  function counted(): { sql: PreparedSql; statements: () => number } {
+    let count = 0;
+    const sql = new Proxy(store.sql, {
+      get(target, key, receiver) {
+        const value = Reflect.get(target, key, receiver) as unknown;
+        if ((key === 'rows' || key === 'changes') && typeof value === 'function') {
+          return (...args: unknown[]) => {
+            count++;
+            return (value as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        }
+        return value;
+      },
+    });
+    return { sql, statements: () => count };
+  }
+
+  const row = (hash: string) =>
+    store.db.selectFrom('refresh_tokens').selectAll().where('hash', '=', hash).executeTakeFirst();
+
+  it('consumes the token with its salt, stores the successor, slides the connection, prunes the grandparent', async () => {
+    const c = await connection();
+    const rotation = rotationOf(c.token, c.family);
+    clock.advance(1000);
+    const { sql, statements } = counted();
+    const { answer, won } = await findAndRotate(
+      sql,
+      { ...rotation, now: clock.now() },
+      c.guard,
+      anyUnrotated,
+    );
+    expect(won).toBe(true);
+    expect(answer?.hash).toBe(c.token);
+    if (store.engine === 'postgres') expect(statements()).toBe(1);
+    expect(await row(c.token)).toMatchObject({ rotated_at: clock.now(), successor_salt: rotation.salt });
+    expect(await row(rotation.successor.hash)).toMatchObject({
+      connection_id: c.id,
+      parent_hash: c.token,
+      successor_salt: rotation.successor.salt,
+      scope: 'agency:mcp:read offline_access',
+      family: c.family,
+      rotated_at: null,
+    });
+    expect(await row(c.parent)).toBeUndefined();
+    const slid = await store.db
+      .selectFrom('connections')
+      .selectAll()
+      .where('id', '=', c.id)
+      .executeTakeFirstOrThrow();
+    expect(slid.last_used_at).toBe(clock.now());
+  });
+
+  it('an unknown token: nothing planned, nothing written', async () => {
+    const nobody = { clientId: 'dcr_nobody', resource: null };
+    const { answer, won } = await findAndRotate(
+      store.sql,
+      rotationOf(hashSecret('nobody'), 'f'),
+      nobody,
+      anyUnrotated,
+    );
+    expect({ answer, won }).toEqual({ answer: undefined, won: false });
+  });
+
+  // What the guard refuses, the plan decides on the row as it is: a plan that rotates anyway does (by the second path).
+  type Connection = Awaited<ReturnType<typeof connection>>;
+  const same = (c: Connection) => c.guard;
+  const refusals: [string, (c: Connection) => Promise<unknown>, (c: Connection) => RotationGuard][] = [
+    ['another client', async () => {}, () => ({ clientId: 'dcr_someone_else', resource: null })],
+    ['another resource', async () => {}, (c) => ({ ...c.guard, resource: 'https://other.example/mcp' })],
+    [
+      'a revoked connection',
+      (c) => store.db.updateTable('connections').set({ status: 'revoked' }).where('id', '=', c.id).execute(),
+      same,
+    ],
+    [
+      'an expired connection',
+      (c) =>
+        store.db.updateTable('connections').set({ expires_at: clock.now() }).where('id', '=', c.id).execute(),
+      same,
+    ],
+    [
+      'an expired token',
+      (c) =>
+        store.db
+          .updateTable('refresh_tokens')
+          .set({ expires_at: clock.now() })
+          .where('hash', '=', c.token)
+          .execute(),
+      same,
+    ],
+    [
+      'no scope left once narrowed to the connection',
+      (c) =>
+        store.db
+          .updateTable('connections')
+          .set({ scopes: 'agency:mcp:write' })
+          .where('id', '=', c.id)
+          .execute(),
+      same,
+    ],
+  ];
+  it.each(refusals)('the guard refuses %s: the one statement writes nothing', async (_, change, guardOf) => {
+    const c = await connection();
+    await change(c);
+    const refusing = guardOf(c);
+    const { sql, statements } = counted();
+    const refuseAll = (r: RefreshGrant | undefined) => ({ rotate: false, answer: r });
+    const { won } = await findAndRotate(sql, rotationOf(c.token, c.family), refusing, refuseAll);
+    expect(won).toBe(false);
+    expect((await row(c.token))?.rotated_at).toBeNull();
+    expect(await row(c.parent)).toBeDefined();
+    if (store.engine === 'postgres') expect(statements()).toBe(1);
+    // A plan that rotates anyway (a guard stricter than the grant) rotates, by the read and the compare-and-set.
+    const again = counted();
+    expect((await findAndRotate(again.sql, rotationOf(c.token, c.family), refusing, anyUnrotated)).won).toBe(
+      true,
+    );
+    if (store.engine === 'postgres') expect(again.statements()).toBe(3);
+  });
+
+  it('a token the guard allows and the plan refuses is a bug, answered as one', async () => {
+    const c = await connection();
+    const refuse = () => {
+      throw new Error('refused');
+    };
+    const attempt = findAndRotate(store.sql, rotationOf(c.token, c.family), c.guard, refuse);
+    if (store.engine === 'postgres') {
+      await expect(attempt).rejects.toThrow(/consumed a refresh token that the refresh grant refuses/);
+    } else {
+      // On the embedded database the plan runs before any write: nothing was consumed.
+      await expect(attempt).rejects.toThrow('refused');
+      expect((await row(c.token))?.rotated_at).toBeNull();
+    }
+  });
+
+  it('concurrent rotations of one token: one wins; the others see the row with the winner’s salt', async () => {
+    const c = await connection();
+    const rotations = Array.from({ length: 8 }, () => rotationOf(c.token, c.family));
+    const results = await Promise.all(
+      rotations.map((r) => findAndRotate(store.sql, r, c.guard, anyUnrotated)),
+    );
+    const winners = results.flatMap((r, i) => (r.won ? [rotations[i]!] : []));
+    expect(winners).toHaveLength(1);
+    for (const r of results.filter((x) => !x.won)) {
+      expect(r.answer?.rotated_at).not.toBeNull();
+      expect(r.answer?.successor_salt).toBe(winners[0]!.salt);
+    }
+    const family = await store.db
+      .selectFrom('refresh_tokens')
+      .select('hash')
+      .where('family', '=', c.family)
+      .execute();
+    expect(family.map((f) => f.hash).sort()).toEqual([c.token, winners[0]!.successor.hash].sort());
+  });
+});
