@@ -135,8 +135,13 @@ const INSERT_SUCCESSOR = `INSERT INTO refresh_tokens
   (hash, connection_id, parent_hash, successor_salt, scope, issued_at, rotated_at, expires_at, family)
   VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, $8)`;
 const SLIDE = `UPDATE connections SET expires_at = $1, last_used_at = $2 WHERE id = $3 AND status = 'active'`;
-/** The grandparent of the new token, when it belongs to a family (see above). */
-const PRUNE_GRANDPARENT = 'DELETE FROM refresh_tokens WHERE hash = $1 AND family IS NOT NULL';
+/**
+ * The grandparent of the new token, when it is of the consumed token's family (see above; a family only ever starts,
+ * so a grandparent without one is a token from before families, and kept). An equality rather than `family IS NOT
+ * NULL`, which PostgreSQL can read from the family index: with few families in the statistics it did, a plan that
+ * walks every token of every family.
+ */
+const PRUNE_GRANDPARENT = 'DELETE FROM refresh_tokens WHERE hash = $1 AND family = $2';
 
 /**
  * PostgreSQL: the read and the writes as one statement (data-modifying CTEs see one snapshot and commit together), one
@@ -152,7 +157,7 @@ const rotateStatement = (guard: string) => `WITH presented AS (
   ), consumed AS (
     UPDATE refresh_tokens rt SET rotated_at = $1::bigint, successor_salt = $3::text
     FROM presented p WHERE rt.hash = $2::text AND rt.rotated_at IS NULL${guard}
-    RETURNING rt.connection_id, rt.parent_hash, rt.scope
+    RETURNING rt.connection_id, rt.parent_hash, rt.scope, rt.family
   ), successor AS (
     INSERT INTO refresh_tokens
       (hash, connection_id, parent_hash, successor_salt, scope, issued_at, rotated_at, expires_at, family)
@@ -162,7 +167,8 @@ const rotateStatement = (guard: string) => `WITH presented AS (
     UPDATE connections SET expires_at = $6::bigint, last_used_at = $1::bigint
     WHERE id = (SELECT connection_id FROM consumed) AND status = 'active'
   ), pruned AS (
-    DELETE FROM refresh_tokens WHERE hash = (SELECT parent_hash FROM consumed) AND family IS NOT NULL
+    DELETE FROM refresh_tokens WHERE hash = (SELECT parent_hash FROM consumed)
+      AND family = (SELECT family FROM consumed)
   )
   SELECT presented.*, (SELECT count(*) FROM consumed)::int AS won FROM presented`;
 
@@ -257,7 +263,8 @@ function rotateInTransaction(tx: SyncSql, r: Rotation, row: RefreshGrant): boole
   if (tx.changes(CONSUME, [r.now, r.salt, r.hash]) !== 1) return false;
   tx.changes(INSERT_SUCCESSOR, [s.hash, row.id, r.hash, s.salt, row.scope, r.now, expiresAt, s.family]);
   tx.changes(SLIDE, [expiresAt, r.now, row.id]);
-  if (row.parent_hash !== null) tx.changes(PRUNE_GRANDPARENT, [row.parent_hash]);
+  if (row.parent_hash !== null && row.family !== null)
+    tx.changes(PRUNE_GRANDPARENT, [row.parent_hash, row.family]);
   return true;
 }
 
