@@ -4,9 +4,9 @@ import { hashSecret, hmac, randomSecret } from '../base/secrets.js';
  * The refresh token string: `<family tag>.<secret>`, opaque to clients (RFC 6749 §1.5). The tag (128 random bits) is
  * the same for every token of one authorization's family; the secret of a successor is HMAC(token, salt), with a salt
  * the rotation chooses and stores on the consumed token's row, so a retry within the reuse window gets the very same
- * successor and only a holder of the token can obtain it (the salt never leaves the database; a stolen token that
- * was rotated already does not lead to the tokens after it). Rows store only
- * hashes, of the token and of the tag (domain/refresh-tokens.ts).
+ * successor and only a holder of the token can obtain it (the salt never leaves the database: a stolen token that
+ * was rotated already does not lead to the tokens after it). Rows store only hashes, of the token and of the tag
+ * (domain/refresh-tokens.ts).
  */
 export interface RefreshTokenValue {
   token: string;

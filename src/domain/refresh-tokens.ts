@@ -38,12 +38,12 @@ export interface RefreshGrant {
   connection_expires_at: number;
 }
 
-/** A RefreshGrant's columns, from the token's row `rt` and its connection's `c`. */
-const GRANT_COLUMNS = `rt.hash, rt.parent_hash, rt.successor_salt, rt.scope, rt.rotated_at, rt.expires_at, rt.family,
+/** A RefreshGrant: the token's row `rt` with its connection's `c`. */
+const SELECT_GRANT = `SELECT rt.hash, rt.parent_hash, rt.successor_salt, rt.scope, rt.rotated_at, rt.expires_at, rt.family,
   c.id, c.user_id, c.client_id, c.resource, c.agency_id, c.member_id, c.status, c.scopes AS connection_scopes,
   c.expires_at AS connection_expires_at
   FROM refresh_tokens rt JOIN connections c ON c.id = rt.connection_id`;
-const FIND_GRANT = `SELECT ${GRANT_COLUMNS} WHERE rt.hash = $1`;
+const FIND_GRANT = `${SELECT_GRANT} WHERE rt.hash = $1`;
 
 export async function findRefreshGrant(sql: PreparedSql, hash: string): Promise<RefreshGrant | undefined> {
   return (await sql.rows<RefreshGrant>(FIND_GRANT, [hash]))[0];
@@ -153,7 +153,7 @@ const PRUNE_GRANDPARENT = 'DELETE FROM refresh_tokens WHERE hash = $1 AND family
  * tables' sizes when it was made: joined on `presented`, the token's row was planned as a scan of the table.
  */
 const rotateStatement = (guard: string) => `WITH presented AS (
-    SELECT ${GRANT_COLUMNS} WHERE rt.hash = $2::text
+    ${SELECT_GRANT} WHERE rt.hash = $2::text
   ), consumed AS (
     UPDATE refresh_tokens rt SET rotated_at = $1::bigint, successor_salt = $3::text
     FROM presented p WHERE rt.hash = $2::text AND rt.rotated_at IS NULL${guard}
