@@ -131,10 +131,8 @@ describe(`a refused refresh writes nothing, whichever check refuses it (${ENGINE
       .select(['rotated_at', 'connection_id', 'expires_at'])
       .where('hash', '=', sha256(rt))
       .executeTakeFirstOrThrow();
-  const setConnection = async (
-    rt: string,
-    set: { scopes?: string; status?: 'active' | 'revoked'; resource?: string },
-  ) =>
+  type ConnectionChange = { scopes?: string; status?: 'active' | 'revoked'; resource?: string };
+  const setConnection = async (rt: string, set: ConnectionChange) =>
     db()
       .updateTable('connections')
       .set(set)
@@ -156,6 +154,11 @@ describe(`a refused refresh writes nothing, whichever check refuses it (${ENGINE
 
   /** [case, extra parameters, expected error, a change made before (and what undoes it)]. */
   const nothing = async () => async () => {};
+  /** Sets the token's connection to `set` before, and back to `back` after. */
+  const changing = (set: ConnectionChange, back: ConnectionChange) => async (rt: string) => {
+    await setConnection(rt, set);
+    return () => setConnection(rt, back);
+  };
   const cases: [string, () => [string, string][], string, (rt: string) => Promise<() => Promise<unknown>>][] =
     [
       ['another client', () => [['client_id', 'claude-code']], 'invalid_grant', nothing],
@@ -174,19 +177,13 @@ describe(`a refused refresh writes nothing, whichever check refuses it (${ENGINE
         "a connection narrowed to none of the token's scope",
         () => [],
         'invalid_grant',
-        async (rt) => {
-          await setConnection(rt, { scopes: 'agency:mcp:write' });
-          return () => setConnection(rt, { scopes: 'agency:mcp:read offline_access' });
-        },
+        changing({ scopes: 'agency:mcp:write' }, { scopes: 'agency:mcp:read offline_access' }),
       ],
       [
         'a revoked connection',
         () => [],
         'invalid_grant',
-        async (rt) => {
-          await setConnection(rt, { status: 'revoked' });
-          return () => setConnection(rt, { status: 'active' });
-        },
+        changing({ status: 'revoked' }, { status: 'active' }),
       ],
       [
         'an expired token',

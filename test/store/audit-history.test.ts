@@ -5,6 +5,7 @@ import { seedDemo } from '../../src/domain/demo-seed.js';
 import type { Store } from '../../src/store/database.js';
 import { migrateToLatest } from '../../src/store/migrate.js';
 import { ENGINE, freshStore } from '../helpers/harness.js';
+import { connectionRow } from '../helpers/rows.js';
 
 /**
  * The History page's query (domain/audit.ts) on the suite's engine: the names it reads by each event's ids, the
@@ -38,22 +39,18 @@ describe(`audit history (${ENGINE})`, () => {
     user = { ada: by('ada').user_id, grace: by('grace').user_id, linus: by('linus').user_id };
     await store.db
       .insertInto('connections')
-      .values({
-        id: 'con_history_live',
-        user_id: user.grace,
-        agency_id: northwind,
-        member_id: member.grace,
-        client_id: 'dcr_live_client',
-        resource: 'https://agency.example/mcp',
-        scopes: 'agency:mcp:read',
-        ceiling: '',
-        status: 'active',
-        created_at: clock.now(),
-        last_used_at: null,
-        expires_at: clock.now() + 86_400_000,
-        revoked_at: null,
-        revoke_reason: null,
-      })
+      .values(
+        connectionRow(
+          {
+            id: 'con_history_live',
+            user_id: user.grace,
+            agency_id: northwind,
+            member_id: member.grace,
+            client_id: 'dcr_live_client',
+          },
+          clock.now(),
+        ),
+      )
       .execute();
     const event = (o: Parameters<typeof audit>[2]) => audit(store.db, clock, o);
     await event({

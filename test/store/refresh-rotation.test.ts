@@ -13,6 +13,7 @@ import type { Store } from '../../src/store/database.js';
 import { migrateToLatest } from '../../src/store/migrate.js';
 import type { PreparedSql } from '../../src/store/prepared.js';
 import { ENGINE, freshStore } from '../helpers/harness.js';
+import { connectionRow } from '../helpers/rows.js';
 
 /**
  * One rotation of the refresh grant's store (domain/refresh-tokens.ts) on the suite's engine, under a plan that rotates
@@ -24,7 +25,6 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
   let store: Store;
   let close: () => Promise<void>;
   const clock = new ManualClock(Date.parse('2026-11-25T00:00:00Z'));
-  const RESOURCE = 'https://agency.example/mcp';
   let userId: string;
   let n = 0;
 
@@ -44,22 +44,7 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
     const clientId = `dcr_rotation_${n}`;
     await store.db
       .insertInto('connections')
-      .values({
-        id,
-        user_id: userId,
-        agency_id: null,
-        member_id: null,
-        client_id: clientId,
-        resource: o.resource ?? RESOURCE,
-        scopes: o.scopes ?? 'agency:mcp:read',
-        ceiling: '',
-        status: 'active',
-        created_at: clock.now(),
-        last_used_at: null,
-        expires_at: clock.now() + 86_400_000,
-        revoked_at: null,
-        revoke_reason: null,
-      })
+      .values(connectionRow({ id, user_id: userId, client_id: clientId, ...o }, clock.now()))
       .execute();
     const family = hashSecret(`family-${n}`);
     const parent = hashSecret(`parent-${n}`);
