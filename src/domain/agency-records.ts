@@ -7,8 +7,22 @@ import type { ClientsTable, ProjectsTable, TasksTable } from '../store/schema.js
  * Pages are keyset pages on id (docs/contract.md#rest-api); `after` '' starts at the first row, ids never being empty.
  */
 
-const LIST_CLIENTS = `SELECT id, agency_id, name, email, status, created_at, updated_at FROM clients
-  WHERE agency_id = $1 AND id > $2 ORDER BY id LIMIT $3`;
+/**
+ * A keyset page of the agency's clients, by engine. On PostgreSQL, one range of the `(agency_id, id)` index: rows after
+ * `(agency, after)` and not past the agency, which is `agency_id = $1 AND id > $2` (a row above `(agency, after)` whose
+ * agency is not above the agency's is the agency's), but which only that index can answer. Asked as `agency_id = $1 AND
+ * id > $2`, the plan PostgreSQL keeps for a named statement could walk the primary key in id order and filter on the
+ * agency: with one agency of 200k clients beside a small one, 25.7 ms to find the small agency's page, against 0.06 ms
+ * this way and 0.04 ms for a page deep in the large one (`EXPLAIN ANALYZE` under `plan_cache_mode =
+ * force_generic_plan`). SQLite plans with the bound values (STAT4, lever 5 in docs/performance.md) and reads the plain
+ * form from the same index; the range form cost it 11.1–11.9 µs against 9.4–9.6 per page of two in a loop.
+ */
+export const LIST_CLIENTS = {
+  sqlite: `SELECT id, agency_id, name, email, status, created_at, updated_at FROM clients
+    WHERE agency_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+  postgres: `SELECT id, agency_id, name, email, status, created_at, updated_at FROM clients
+    WHERE (agency_id, id) > ($1, $2) AND agency_id <= $1 ORDER BY agency_id, id LIMIT $3`,
+} as const;
 
 export function listClients(
   sql: PreparedSql,
@@ -16,7 +30,7 @@ export function listClients(
   after: string | undefined,
   take: number,
 ): Promise<ClientsTable[]> {
-  return sql.rows<ClientsTable>(LIST_CLIENTS, [agencyId, after ?? '', take]);
+  return sql.rows<ClientsTable>(LIST_CLIENTS[sql.engine], [agencyId, after ?? '', take]);
 }
 
 const FIND_PROJECT = `SELECT id, agency_id, client_id, name, status, due_on, created_at, updated_at FROM projects
