@@ -181,6 +181,12 @@ const ROTATE_GUARDED = rotateStatement(`
       AND ($9::text IS NULL OR p.resource = $9::text)
       AND array_remove(string_to_array(p.scope, ' '), '') && string_to_array(p.connection_scopes, ' ')`);
 
+/** The statements of a rotation by engine, for the tests that hold their plans to reads by key. */
+export const ROTATION_STATEMENTS = {
+  sqlite: { FIND_GRANT, CONSUME, INSERT_SUCCESSOR, SLIDE, PRUNE_GRANDPARENT },
+  postgres: { FIND_GRANT, ROTATE, ROTATE_GUARDED },
+} as const;
+
 /** What the refresh grant makes of a token's row: whether to rotate it, and what to answer. */
 export interface RotationPlan<T> {
   rotate: boolean;

@@ -3,6 +3,7 @@ import { hashSecret, randomSecret } from '../../src/base/secrets.js';
 import { seedDemo } from '../../src/domain/demo-seed.js';
 import {
   findAndRotate,
+  ROTATION_STATEMENTS,
   storeRefreshToken,
   type RefreshGrant,
   type Rotation,
@@ -11,6 +12,7 @@ import {
 import { ManualClock } from '../../src/base/clock.js';
 import type { Store } from '../../src/store/database.js';
 import { migrateToLatest } from '../../src/store/migrate.js';
+import { sql } from 'kysely';
 import type { PreparedSql } from '../../src/store/prepared.js';
 import { ENGINE, freshStore } from '../helpers/harness.js';
 import { connectionRow } from '../helpers/rows.js';
@@ -123,6 +125,96 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
       .where('id', '=', c.id)
       .executeTakeFirstOrThrow();
     expect(slid.last_used_at).toBe(clock.now());
+  });
+
+  it('finds every row by its key under any plan, with many tokens of no family beside a few of one', async () => {
+    // Tokens from before families, as a database just migrated holds them: the statistics then say families are few,
+    // which once led the generic plan to read a grandparent through the family index (lever 35).
+    const c = await connection();
+    const now = clock.now();
+    const legacy = Array.from({ length: 20_000 }, (_, i) => ({
+      hash: hashSecret(`legacy-${i}`),
+      connection_id: c.id,
+      parent_hash: null,
+      successor_salt: 'salt',
+      scope: 'agency:mcp:read',
+      issued_at: now,
+      rotated_at: now,
+      expires_at: now + 86_400_000,
+      family: null,
+    }));
+    for (let i = 0; i < legacy.length; i += 500)
+      await store.db
+        .insertInto('refresh_tokens')
+        .values(legacy.slice(i, i + 500))
+        .execute();
+    // And connections enough that reading one by its key is the plan the statistics call for.
+    const others = Array.from({ length: 2000 }, (_, i) =>
+      connectionRow({ id: `con_other_${i}`, user_id: userId, client_id: `dcr_other_${i}` }, now),
+    );
+    for (let i = 0; i < others.length; i += 500)
+      await store.db
+        .insertInto('connections')
+        .values(others.slice(i, i + 500))
+        .execute();
+    let plans: string[];
+    if (store.engine === 'sqlite') {
+      // The service never runs ANALYZE on the embedded database: SQLite plans without statistics, as here.
+      plans = [];
+      for (const text of Object.values(ROTATION_STATEMENTS.sqlite)) {
+        const literal = text.replace(/\$\d+/g, "'x'");
+        const { rows } = await sql.raw<{ detail: string }>(`EXPLAIN QUERY PLAN ${literal}`).execute(store.db);
+        plans.push(rows.map((r) => r.detail).join('; '));
+      }
+      for (const plan of plans) expect(plan).not.toMatch(/\bSCAN\b/);
+    } else {
+      await sql`ANALYZE refresh_tokens, connections`.execute(store.db);
+      // Each statement's parameters, typed and as literals: FIND_GRANT takes the hash alone, the rotations nine or seven.
+      const rotation = [
+        ['bigint', `${now}`],
+        ['text', `'${c.token}'`],
+        ['text', "'s'"],
+        ['text', "'h'"],
+        ['text', "'s2'"],
+        ['bigint', `${now + 1}`],
+        ['text', `'${c.family}'`],
+        ['text', `'${c.guard.clientId}'`],
+        ['text', 'NULL'],
+      ];
+      const parameters: Record<string, string[][]> = {
+        FIND_GRANT: [['text', `'${c.token}'`]],
+        ROTATE: rotation.slice(0, 7),
+        ROTATE_GUARDED: rotation,
+      };
+      plans = await store.db.connection().execute(async (db) => {
+        await sql`SET plan_cache_mode = force_generic_plan`.execute(db);
+        const out: string[] = [];
+        for (const [name, text] of Object.entries(ROTATION_STATEMENTS.postgres)) {
+          const params = parameters[name]!;
+          const stmt = `plan_${name.toLowerCase()}`;
+          await sql.raw(`PREPARE ${stmt} (${params.map((p) => p[0]).join(', ')}) AS ${text}`).execute(db);
+          try {
+            // EXPLAIN without ANALYZE: the plan, nothing run or written.
+            const { rows } = await sql
+              .raw<{ 'QUERY PLAN': unknown }>(
+                `EXPLAIN (FORMAT JSON) EXECUTE ${stmt} (${params.map((p) => p[1]).join(', ')})`,
+              )
+              .execute(db);
+            out.push(JSON.stringify(rows[0]!['QUERY PLAN']));
+          } finally {
+            await sql.raw(`DEALLOCATE ${stmt}`).execute(db);
+          }
+        }
+        await sql`RESET plan_cache_mode`.execute(db);
+        return out;
+      });
+      for (const plan of plans) {
+        expect(plan).not.toContain('Seq Scan');
+        // The grandparent read through the family index by `family IS NOT NULL`: every token of every family.
+        expect(plan).not.toMatch(/"Index Cond":"\(family IS NOT NULL\)"/);
+      }
+    }
+    expect(plans.length).toBeGreaterThan(0);
   });
 
   it('an unknown token: nothing planned, nothing written', async () => {
