@@ -14,8 +14,9 @@ import type { ClientsTable, ProjectsTable, TasksTable } from '../store/schema.js
  * id > $2`, the plan PostgreSQL keeps for a named statement could walk the primary key in id order and filter on the
  * agency: with one agency of 200k clients beside a small one, 25.7 ms to find the small agency's page, against 0.06 ms
  * this way and 0.04 ms for a page deep in the large one (`EXPLAIN ANALYZE` under `plan_cache_mode =
- * force_generic_plan`). SQLite plans with the bound values (STAT4, lever 5 in docs/performance.md) and reads the plain
- * form from the same index; the range form cost it 11.1–11.9 µs against 9.4–9.6 per page of two in a loop.
+ * force_generic_plan`). SQLite, which the service never ANALYZEs, plans without statistics and reads the plain form
+ * from the same index (the equality on its first column is what it looks for); the range form cost it 11.1–11.9 µs
+ * against 9.4–9.6 per page of two in a loop.
  */
 export const LIST_CLIENTS = {
   sqlite: `SELECT id, agency_id, name, email, status, created_at, updated_at FROM clients
