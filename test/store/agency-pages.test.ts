@@ -4,6 +4,7 @@ import { LIST_CLIENTS, listClients } from '../../src/domain/agency-records.js';
 import type { Store } from '../../src/store/database.js';
 import { migrateToLatest } from '../../src/store/migrate.js';
 import { ENGINE, freshStore } from '../helpers/harness.js';
+import { type PlanParameter, queryPlan } from '../helpers/plans.js';
 
 /**
  * The agency `list_clients` page (domain/agency-records.ts) on the suite's engine: keyset pages of one agency's
@@ -66,33 +67,15 @@ describe(`the page of an agency's clients (${ENGINE})`, () => {
   });
 
   it("is read as one range of the agency's index, on PostgreSQL by the generic plan of a named statement too", async () => {
-    let plan: string;
-    if (store.engine === 'sqlite') {
-      const values = ["'agy_pages_b'", "''", '51'];
-      const text = LIST_CLIENTS.sqlite.replace(/\$(\d)/g, (_, n: string) => values[Number(n) - 1]!);
-      const { rows } = await sql.raw<{ detail: string }>(`EXPLAIN QUERY PLAN ${text}`).execute(store.db);
-      plan = rows.map((r) => r.detail).join('; ');
+    const page: PlanParameter[] = [
+      ['text', "'agy_pages_b'"],
+      ['text', "''"],
+      ['bigint', '51'],
+    ];
+    const plan = await queryPlan(store, LIST_CLIENTS[store.engine], page);
+    if (store.engine === 'sqlite')
       expect(plan).toContain('USING INDEX clients_agency_id (agency_id=? AND id>?)');
-    } else {
-      plan = await store.db.connection().execute(async (db) => {
-        await sql`SET plan_cache_mode = force_generic_plan`.execute(db);
-        await sql
-          .raw(`PREPARE list_clients_plan (text, text, bigint) AS ${LIST_CLIENTS.postgres}`)
-          .execute(db);
-        try {
-          const { rows } = await sql
-            .raw<{ 'QUERY PLAN': unknown }>(
-              "EXPLAIN (FORMAT JSON) EXECUTE list_clients_plan ('agy_pages_b', '', 51)",
-            )
-            .execute(db);
-          return JSON.stringify(rows[0]!['QUERY PLAN']);
-        } finally {
-          await sql`DEALLOCATE list_clients_plan`.execute(db);
-          await sql`RESET plan_cache_mode`.execute(db);
-        }
-      });
-      expect(plan).toContain('"Index Name":"clients_agency_id"');
-    }
+    else expect(plan).toContain('"Index Name":"clients_agency_id"');
     expect(plan).not.toContain('clients_pkey');
   });
 });

@@ -15,6 +15,7 @@ import { migrateToLatest } from '../../src/store/migrate.js';
 import { sql } from 'kysely';
 import type { PreparedSql } from '../../src/store/prepared.js';
 import { ENGINE, freshStore } from '../helpers/harness.js';
+import { type PlanParameter, queryPlan } from '../helpers/plans.js';
 import { connectionRow } from '../helpers/rows.js';
 
 /**
@@ -157,20 +158,17 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
         .insertInto('connections')
         .values(others.slice(i, i + 500))
         .execute();
-    let plans: string[];
+    const plans: string[] = [];
     if (store.engine === 'sqlite') {
       // The service never runs ANALYZE on the embedded database: SQLite plans without statistics, as here.
-      plans = [];
-      for (const text of Object.values(ROTATION_STATEMENTS.sqlite)) {
-        const literal = text.replace(/\$\d+/g, "'x'");
-        const { rows } = await sql.raw<{ detail: string }>(`EXPLAIN QUERY PLAN ${literal}`).execute(store.db);
-        plans.push(rows.map((r) => r.detail).join('; '));
-      }
+      const any: PlanParameter[] = Array.from({ length: 8 }, () => ['text', "'x'"]);
+      for (const text of Object.values(ROTATION_STATEMENTS.sqlite))
+        plans.push(await queryPlan(store, text, any));
       for (const plan of plans) expect(plan).not.toMatch(/\bSCAN\b/);
     } else {
       await sql`ANALYZE refresh_tokens, connections`.execute(store.db);
-      // Each statement's parameters, typed and as literals: FIND_GRANT takes the hash alone, the rotations nine or seven.
-      const rotation = [
+      // Each statement's parameters: FIND_GRANT takes the hash alone, the rotations seven or nine.
+      const rotation: PlanParameter[] = [
         ['bigint', `${now}`],
         ['text', `'${c.token}'`],
         ['text', "'s'"],
@@ -181,33 +179,10 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
         ['text', `'${c.guard.clientId}'`],
         ['text', 'NULL'],
       ];
-      const parameters: Record<string, string[][]> = {
-        FIND_GRANT: [['text', `'${c.token}'`]],
-        ROTATE: rotation.slice(0, 7),
-        ROTATE_GUARDED: rotation,
-      };
-      plans = await store.db.connection().execute(async (db) => {
-        await sql`SET plan_cache_mode = force_generic_plan`.execute(db);
-        const out: string[] = [];
-        for (const [name, text] of Object.entries(ROTATION_STATEMENTS.postgres)) {
-          const params = parameters[name]!;
-          const stmt = `plan_${name.toLowerCase()}`;
-          await sql.raw(`PREPARE ${stmt} (${params.map((p) => p[0]).join(', ')}) AS ${text}`).execute(db);
-          try {
-            // EXPLAIN without ANALYZE: the plan, nothing run or written.
-            const { rows } = await sql
-              .raw<{ 'QUERY PLAN': unknown }>(
-                `EXPLAIN (FORMAT JSON) EXECUTE ${stmt} (${params.map((p) => p[1]).join(', ')})`,
-              )
-              .execute(db);
-            out.push(JSON.stringify(rows[0]!['QUERY PLAN']));
-          } finally {
-            await sql.raw(`DEALLOCATE ${stmt}`).execute(db);
-          }
-        }
-        await sql`RESET plan_cache_mode`.execute(db);
-        return out;
-      });
+      const { FIND_GRANT, ROTATE, ROTATE_GUARDED } = ROTATION_STATEMENTS.postgres;
+      plans.push(await queryPlan(store, FIND_GRANT, [rotation[1]!]));
+      plans.push(await queryPlan(store, ROTATE, rotation.slice(0, 7)));
+      plans.push(await queryPlan(store, ROTATE_GUARDED, rotation));
       for (const plan of plans) {
         expect(plan).not.toContain('Seq Scan');
         // The grandparent read through the family index by `family IS NOT NULL`: every token of every family.
