@@ -35,6 +35,8 @@ export interface SqlitePrepared extends Common {
 
 export interface PostgresPrepared extends Common {
   engine: 'postgres';
+  /** The pool's connections: how many statements can run at once. */
+  connections: number;
 }
 
 /** Told of every outcome, as Kysely's log tells the store's watch (outages are noticed on this path too). */
@@ -296,6 +298,7 @@ export function postgresPrepared(pool: pg.Pool, watch: Outcomes = NO_WATCH): Pos
     watched(watch, () => pool.query({ name: nameOf(text), text, values: params as unknown[] }));
   return {
     engine: 'postgres',
+    connections: pool.options.max ?? 10,
     rows: async <R>(text: string, params: readonly unknown[]) => (await query(text, params)).rows as R[],
     changes: async (text, params) => (await query(text, params)).rowCount ?? 0,
   };

@@ -63,6 +63,13 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
     return { id, family, parent, token, guard: { clientId, resource: null } as RotationGuard };
   }
 
+  /** `count` connections as `connection` makes them, one after the other. */
+  async function connections(count: number) {
+    const made: Awaited<ReturnType<typeof connection>>[] = [];
+    for (let i = 0; i < count; i++) made.push(await connection());
+    return made;
+  }
+
   const rotationOf = (hash: string, family: string): Rotation => ({
     hash,
     salt: randomSecret(16),
@@ -75,11 +82,15 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
     answer: row,
   });
 
-  /** `store.sql` counting the statements it is asked to run. */
-  function counted(): { sql: PreparedSql; statements: () => number } {
+  /**
+   * `store.sql` counting the statements it is asked to run; with `connections`, a pool of that many as the rotation
+   * sees it (with one, every rotation that arrives while one runs waits for the next statement).
+   */
+  function counted(o: { connections?: number } = {}): { sql: PreparedSql; statements: () => number } {
     let count = 0;
     const sql = new Proxy(store.sql, {
       get(target, key, receiver) {
+        if (key === 'connections' && o.connections !== undefined) return o.connections;
         const value = Reflect.get(target, key, receiver) as unknown;
         if ((key === 'rows' || key === 'changes') && typeof value === 'function') {
           return (...args: unknown[]) => {
@@ -179,10 +190,16 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
         ['text', `'${c.guard.clientId}'`],
         ['text', 'NULL'],
       ];
-      const { FIND_GRANT, ROTATE, ROTATE_GUARDED } = ROTATION_STATEMENTS.postgres;
+      const { FIND_GRANT, ROTATE, ROTATE_GUARDED, ROTATE_GUARDED_MANY } = ROTATION_STATEMENTS.postgres;
       plans.push(await queryPlan(store, FIND_GRANT, [rotation[1]!]));
       plans.push(await queryPlan(store, ROTATE, rotation.slice(0, 7)));
       plans.push(await queryPlan(store, ROTATE_GUARDED, rotation));
+      // The same parameters, one array each, for the statement that rotations waiting for a connection share.
+      const many = rotation.map(([type, literal]): PlanParameter => [
+        `${type}[]`,
+        `ARRAY[${literal}]::${type}[]`,
+      ]);
+      plans.push(await queryPlan(store, ROTATE_GUARDED_MANY, many));
       for (const plan of plans) {
         expect(plan).not.toContain('Seq Scan');
         // The grandparent read through the family index by `family IS NOT NULL`: every token of every family.
@@ -260,6 +277,26 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
     if (store.engine === 'postgres') expect(again.statements()).toBe(3);
   });
 
+  it.runIf(ENGINE === 'postgres').each(refusals)(
+    'the guard refuses %s in a statement shared with other rotations too',
+    async (_, change, guardOf) => {
+      const [busy, c, beside] = await connections(3);
+      await change(c!);
+      // One connection, taken by `busy`: the other two wait and share the next statement.
+      const { sql, statements } = counted({ connections: 1 });
+      const refuseAll = (r: RefreshGrant | undefined) => ({ rotate: false, answer: r });
+      const [, refused, allowed] = await Promise.all([
+        findAndRotate(sql, rotationOf(busy!.token, busy!.family), busy!.guard, anyUnrotated),
+        findAndRotate(sql, rotationOf(c!.token, c!.family), guardOf(c!), refuseAll),
+        findAndRotate(sql, rotationOf(beside!.token, beside!.family), beside!.guard, anyUnrotated),
+      ]);
+      expect(statements()).toBe(2);
+      expect([refused.won, allowed.won]).toEqual([false, true]);
+      expect((await row(c!.token))?.rotated_at).toBeNull();
+      expect(await row(c!.parent)).toBeDefined();
+    },
+  );
+
   it('a token the guard allows and the plan refuses is a bug, answered as one', async () => {
     const c = await connection();
     const refuse = () => {
@@ -293,5 +330,104 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
       .where('family', '=', c.family)
       .execute();
     expect(family.map((f) => f.hash).sort()).toEqual([c.token, winners[0]!.successor.hash].sort());
+  });
+
+  describe.runIf(ENGINE === 'postgres')('rotations that wait for a connection (PostgreSQL)', () => {
+    it('share one statement, each written as its own would be', async () => {
+      const cs = await connections(30);
+      clock.advance(1000);
+      const rotations = cs.map((c) => rotationOf(c.token, c.family));
+      const { sql, statements } = counted();
+      const results = await Promise.all(
+        rotations.map((r, i) => findAndRotate(sql, r, cs[i]!.guard, anyUnrotated)),
+      );
+      expect(results.every((r) => r.won)).toBe(true);
+      expect(results.map((r) => r.answer?.hash)).toEqual(cs.map((c) => c.token));
+      // The first two alone (two statements in flight), then those that waited meanwhile, together.
+      expect(statements()).toBeLessThanOrEqual(5);
+      for (const [i, c] of cs.entries()) {
+        const r = rotations[i]!;
+        expect(await row(c.token)).toMatchObject({ rotated_at: clock.now(), successor_salt: r.salt });
+        expect(await row(r.successor.hash)).toMatchObject({
+          connection_id: c.id,
+          parent_hash: c.token,
+          successor_salt: r.successor.salt,
+          family: c.family,
+          issued_at: clock.now(),
+          rotated_at: null,
+        });
+        expect(await row(c.parent)).toBeUndefined();
+      }
+      const slid = await store.db
+        .selectFrom('connections')
+        .select('last_used_at')
+        .where(
+          'id',
+          'in',
+          cs.map((c) => c.id),
+        )
+        .execute();
+      expect(slid.map((c) => c.last_used_at)).toEqual(cs.map(() => clock.now()));
+    });
+
+    it('answer each rotation of a shared statement as if it had run alone', async () => {
+      const [first, valid, revoked, other] = await connections(4);
+      await store.db
+        .updateTable('connections')
+        .set({ status: 'revoked' })
+        .where('id', '=', revoked!.id)
+        .execute();
+      // One connection: the first rotation runs alone, the others wait and share the next statement, except the
+      // second rotation of `valid`'s token, which waits for the one before it.
+      const { sql, statements } = counted({ connections: 1 });
+      const refuseAll = (r: RefreshGrant | undefined) => ({ rotate: false, answer: r });
+      const validRotation = rotationOf(valid!.token, valid!.family);
+      const [a, b, rotatedAlready, unknown, revokedOne, otherClient, retry] = await Promise.all([
+        findAndRotate(sql, rotationOf(first!.token, first!.family), first!.guard, anyUnrotated),
+        findAndRotate(sql, validRotation, valid!.guard, anyUnrotated),
+        findAndRotate(sql, rotationOf(other!.parent, other!.family), other!.guard, anyUnrotated),
+        findAndRotate(sql, rotationOf(hashSecret('nobody'), 'f'), first!.guard, anyUnrotated),
+        findAndRotate(sql, rotationOf(revoked!.token, revoked!.family), revoked!.guard, refuseAll),
+        findAndRotate(
+          sql,
+          rotationOf(other!.token, other!.family),
+          { clientId: 'dcr_someone_else', resource: null },
+          refuseAll,
+        ),
+        findAndRotate(sql, rotationOf(valid!.token, valid!.family), valid!.guard, anyUnrotated),
+      ]);
+      expect(statements()).toBe(3);
+      expect([a.won, b.won]).toEqual([true, true]);
+      expect(rotatedAlready).toMatchObject({ won: false, answer: { hash: other!.parent } });
+      expect(rotatedAlready.answer?.rotated_at).not.toBeNull();
+      expect(unknown).toEqual({ answer: undefined, won: false });
+      expect(revokedOne).toMatchObject({ won: false, answer: { status: 'revoked', rotated_at: null } });
+      expect(otherClient).toMatchObject({ won: false, answer: { rotated_at: null } });
+      expect((await row(revoked!.token))?.rotated_at).toBeNull();
+      expect((await row(other!.token))?.rotated_at).toBeNull();
+      // The retry came after the rotation it repeats: it sees the token consumed, with that rotation's salt.
+      expect(retry.won).toBe(false);
+      expect(retry.answer?.successor_salt).toBe(validRotation.salt);
+    });
+
+    it('run again one by one when the shared statement breaks a constraint for one of them', async () => {
+      const [first, ok, clashing] = await connections(3);
+      const { sql, statements } = counted({ connections: 1 });
+      const clash = rotationOf(clashing!.token, clashing!.family);
+      // A successor whose hash is a stored token's (one the statement keeps): the primary key refuses it.
+      clash.successor.hash = first!.token;
+      const okRotation = rotationOf(ok!.token, ok!.family);
+      const [, okResult, clashResult] = await Promise.allSettled([
+        findAndRotate(sql, rotationOf(first!.token, first!.family), first!.guard, anyUnrotated),
+        findAndRotate(sql, okRotation, ok!.guard, anyUnrotated),
+        findAndRotate(sql, clash, clashing!.guard, anyUnrotated),
+      ]);
+      // Alone, then together (refused whole), then each alone again.
+      expect(statements()).toBe(4);
+      expect(okResult).toMatchObject({ status: 'fulfilled', value: { won: true } });
+      expect(await row(okRotation.successor.hash)).toMatchObject({ parent_hash: ok!.token });
+      expect(clashResult).toMatchObject({ status: 'rejected', reason: { code: '23505' } });
+      expect((await row(clashing!.token))?.rotated_at).toBeNull();
+    });
   });
 });
