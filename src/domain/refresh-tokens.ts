@@ -183,11 +183,11 @@ const ROTATE_GUARDED = rotateStatement(`
       AND array_remove(string_to_array(p.scope, ' '), '') && string_to_array(p.connection_scopes, ' ')`);
 
 /**
- * ROTATE_GUARDED for many rotations at once (lever 37): the rotations that wait for a connection share one statement,
- * one round trip and one commit (store/coalesce.ts). Element i of each array is rotation i; every rotation is checked,
- * consumed and answered as by ROTATE_GUARDED alone, with its own `now` and guard. Each table is still read by key
- * whatever the plan: the tokens by `hash = ANY` of the batch's hashes (an index scan, which takes them in key order,
- * as the batch is sorted), the connections and the grandparents by `= ANY` of the keys the consumed rows name.
+ * ROTATE_GUARDED for many rotations at once (lever 37): the rotations that wait share one statement, one round trip
+ * and one commit (store/coalesce.ts, which sorts a group by hash, so two groups lock the tokens they share in one
+ * order). Element i of each array is rotation i; every rotation is checked, consumed and answered as by ROTATE_GUARDED
+ * alone, with its own `now` and guard. Each table is still read by key whatever the plan: the tokens by `hash = ANY`
+ * of the group's hashes, the connections and the grandparents by `= ANY` of the keys the consumed rows name.
  */
 const ROTATE_GUARDED_MANY = `WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
@@ -252,7 +252,7 @@ const guardedRotations = new WeakMap<
   (r: GuardedRotation) => Promise<RotatedGrant | undefined>
 >();
 
-/** ROTATE_GUARDED for one rotation, alone or with the others waiting for a connection at the same time. */
+/** ROTATE_GUARDED for one rotation: alone, or in one statement with the others waiting at the same time. */
 function rotateGuarded(sql: PostgresPrepared, r: GuardedRotation): Promise<RotatedGrant | undefined> {
   let run = guardedRotations.get(sql);
   if (!run) {
@@ -299,9 +299,9 @@ export interface RotationPlan<T> {
  *
  * On the embedded database the read, the plan and the writes are one unit of the group commit: the read inside the
  * commit's transaction cost 2–4 µs, against 17–21 µs as a transaction of its own before (store/prepared.ts). On
- * PostgreSQL, with a `guard`, one statement that reads, checks and writes; without one (the request asks for what only
- * the plan checks), or when the guarded statement wrote nothing where the plan would rotate, a read, then the
- * compare-and-set.
+ * PostgreSQL, with a `guard`, one statement that reads, checks and writes (shared with the rotations waiting at the
+ * same time: ROTATE_GUARDED_MANY); without one (the request asks for what only the plan checks), or when the guarded
+ * statement wrote nothing where the plan would rotate, a read, then the compare-and-set.
  */
 export async function findAndRotate<T>(
   sql: PreparedSql,
