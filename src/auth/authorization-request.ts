@@ -1,4 +1,5 @@
 import { OAuthError, type OAuthErrorCode } from '../http/oauth-errors.js';
+import { isClientIdSyntax } from './client-authentication.js';
 import { Params } from '../web/form.js';
 import { PageError } from '../web/html.js';
 import type { ResolvedClient } from './clients/client.js';
@@ -68,6 +69,8 @@ export function checkClientId(params: Params): string {
     throw new PageError(400, 'Invalid request', 'The client_id parameter is repeated.');
   const clientId = params.raw.get('client_id');
   if (!clientId) throw new PageError(400, 'Invalid request', 'The client_id parameter is missing.');
+  if (!isClientIdSyntax(clientId))
+    throw new PageError(400, 'Invalid request', 'The client_id parameter is not a client identifier.');
   return clientId;
 }
 

@@ -28,3 +28,26 @@ export function refuseClientCredentials(ctx: { config: Config }, request: Fastif
 export function presentsClientCredentials(authorization: string | undefined, p: Params): boolean {
   return authorization !== undefined || p.has('client_secret') || p.has('client_assertion');
 }
+
+/** RFC 6749 Appendix A.1: `client-id = *VSCHAR`, the printable ASCII characters and space (%x20-7E). */
+const CLIENT_ID_SYNTAX = /^[\x20-\x7E]+$/;
+
+/** Whether `clientId` has the syntax RFC 6749 gives a client identifier; anything else names no client here. */
+export function isClientIdSyntax(clientId: string): boolean {
+  return CLIENT_ID_SYNTAX.test(clientId);
+}
+
+/**
+ * The request's `client_id` (token and revocation endpoints): missing, repeated, or with characters RFC 6749 does not
+ * allow in one (a control character, non-ASCII) is `invalid_request` before any lookup sees it.
+ */
+export function requireClientId(p: Params): string {
+  const clientId = p.require('client_id');
+  if (!isClientIdSyntax(clientId)) {
+    throw new OAuthError(
+      'invalid_request',
+      'The client_id parameter has characters a client identifier cannot have',
+    );
+  }
+  return clientId;
+}

@@ -1,4 +1,5 @@
 import type { AppContext } from '../context.js';
+import { requireClientId } from './client-authentication.js';
 import { endConnection, pruneExpiredGrantsHourly } from '../domain/connections.js';
 import { parseList } from '../domain/permissions.js';
 import {
@@ -25,7 +26,7 @@ import { connectionTokens, type TokenResponse } from './token-response.js';
 export async function refreshTokenGrant(ctx: AppContext, p: Params): Promise<TokenResponse> {
   await pruneExpiredGrantsHourly(ctx.db, ctx.clock);
   const token = p.require('refresh_token');
-  const clientId = p.require('client_id');
+  const clientId = requireClientId(p);
   const requestedScope = p.get('scope');
   const hash = hashSecret(token);
   const now = ctx.clock.now();

@@ -14,13 +14,15 @@ export interface KnownResource {
 }
 
 const SCHEME_AUTHORITY = /^([A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*)(.*)$/s;
+/** RFC 3986 §2: a URI is printable ASCII without spaces (WHATWG's parser would accept, and encode, the rest). */
+const URI_CHARACTERS = /^[\x21-\x7E]+$/;
 
 /**
  * The canonical form of a resource indicator: scheme and host lower-cased, the rest byte for byte (docs/contract.md#the-oauth-flow).
  * RFC 8707 §2: an absolute URI without a fragment. Undefined when it is not one.
  */
 export function canonicalResource(raw: string): string | undefined {
-  if (raw.includes('#') || !URL.canParse(raw)) return undefined;
+  if (raw.includes('#') || !URI_CHARACTERS.test(raw) || !URL.canParse(raw)) return undefined;
   const m = SCHEME_AUTHORITY.exec(raw);
   if (!m) return undefined;
   return m[1]!.toLowerCase() + m[2]!;

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.js';
 import { endConnection } from '../domain/connections.js';
 import { findFamilyConnection, findRefreshGrant } from '../domain/refresh-tokens.js';
-import { refuseClientCredentials } from './client-authentication.js';
+import { refuseClientCredentials, requireClientId } from './client-authentication.js';
 import { Params } from '../web/form.js';
 import { OAuthError } from '../http/oauth-errors.js';
 import { hashSecret } from '../base/secrets.js';
@@ -27,7 +27,7 @@ export async function revokeRoutes(app: FastifyInstance, ctx: AppContext): Promi
     }
     // RFC 7009 §2.1: the server verifies the token was issued to the client making the request; a public client
     // identifies itself by client_id, so without it nothing can be checked and nothing is revoked.
-    const clientId = p.require('client_id');
+    const clientId = requireClientId(p);
     const owner = await tokenOwner(ctx, token, hint);
     if (owner && owner.clientId === clientId) {
       if (await endConnection(ctx, owner.connectionId, 'revoked_by_client')) {

@@ -5,7 +5,7 @@ import { parseList } from '../domain/permissions.js';
 import { storeRefreshToken } from '../domain/refresh-tokens.js';
 import { newRefreshToken } from './refresh-token.js';
 import type { ClientRegistry } from './clients/registry.js';
-import { refuseClientCredentials } from './client-authentication.js';
+import { refuseClientCredentials, requireClientId } from './client-authentication.js';
 import { Params } from '../web/form.js';
 import { OAuthError } from '../http/oauth-errors.js';
 import { isVerifier, verifyS256 } from './pkce.js';
@@ -45,7 +45,7 @@ async function authorizationCodeGrant(
   reply: FastifyReply,
 ): Promise<FastifyReply> {
   const code = p.require('code');
-  const clientId = p.require('client_id');
+  const clientId = requireClientId(p);
   const verifier = p.get('code_verifier');
   const redirectUri = p.get('redirect_uri');
   if (verifier === undefined) throw new OAuthError('invalid_request', 'code_verifier is required (PKCE)');

@@ -74,6 +74,13 @@ describe(`authorization endpoint: errors shown as a page, never redirected (${EN
     q.delete('client_id');
     await expectErrorPage(await authRaw(q), /client_id parameter is missing/);
   });
+  it.each([
+    ['a control character', 'test\u0000agent'],
+    ['a line break', 'test\nagent'],
+    ['non-ASCII', 'tést-agent'],
+  ])('a client_id with %s (RFC 6749 A.1: VSCHAR only)', async (_, bad) => {
+    await expectErrorPage(await authRaw(query({ clientId: bad })), /not a client identifier/);
+  });
   it('repeated client_id', async () => {
     const q = query();
     q.append('client_id', clientId);

@@ -162,6 +162,10 @@ describe(`a refused refresh writes nothing, whichever check refuses it (${ENGINE
   const cases: [string, () => [string, string][], string, (rt: string) => Promise<() => Promise<unknown>>][] =
     [
       ['another client', () => [['client_id', 'claude-code']], 'invalid_grant', nothing],
+      // Hostile spellings are refused as such before any statement sees them (PostgreSQL refuses a NUL in text).
+      ['a client_id with a NUL', () => [['client_id', `${clientId}\u0000`]], 'invalid_request', nothing],
+      ['a resource with a NUL', () => [['resource', `${resource()}\u0000`]], 'invalid_target', nothing],
+      ['a resource with a space', () => [['resource', `${resource()} x`]], 'invalid_target', nothing],
       ['a resource of another server', () => [['resource', server.url.api]], 'invalid_target', nothing],
       [
         'two resources',
