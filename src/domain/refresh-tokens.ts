@@ -184,10 +184,10 @@ const ROTATE_GUARDED = rotateStatement(`
 
 /**
  * ROTATE_GUARDED for many rotations at once (lever 37): the rotations that wait share one statement, one round trip
- * and one commit (store/coalesce.ts, which sorts a group by hash, so two groups lock the tokens they share in one
- * order). Element i of each array is rotation i; every rotation is checked, consumed and answered as by ROTATE_GUARDED
- * alone, with its own `now` and guard. Each table is still read by key whatever the plan: the tokens by `hash = ANY`
- * of the group's hashes, the connections and the grandparents by `= ANY` of the keys the consumed rows name.
+ * and one commit (store/coalesce.ts). Element i of each array is rotation i; every rotation is checked, consumed and
+ * answered as by ROTATE_GUARDED alone, with its own `now` and guard. Each table is still read by key whatever the
+ * plan: the tokens by `hash = ANY` of the group's hashes, the connections and the grandparents by `= ANY` of the keys
+ * the consumed rows name. Two rotations of one connection in a group slide it once, to the later of their expiries.
  */
 const ROTATE_GUARDED_MANY = `WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],

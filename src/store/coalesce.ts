@@ -5,13 +5,16 @@
  * the statement itself, where the embedded database has its event loop's (prepared.ts).
  *
  * Two calls with the same `key` are never in flight together, nor in one statement: the later waits for the earlier
- * and then sees what it wrote, as it would have behind the earlier's row lock. A shared statement takes its items in
- * key order, so that two statements lock the rows they share in the same order.
+ * and then sees what it wrote, as it would have behind the earlier's row lock. A shared statement gets its items in
+ * key order, which makes two statements likely, though not certain (the plan decides), to lock the rows they share in
+ * the same order; a deadlock between them is one of the refusals below.
  *
- * A shared statement that fails on one item's account — a constraint it breaks, a deadlock or serialization failure
- * (SQLSTATE classes 23 and 40) — is run again one item at a time, so that each caller gets its own answer. Any other
- * failure (the database unreachable, the statement timeout) is every item's: each caller gets it, as it would have
- * from a statement of its own, and nothing is run twice.
+ * A shared statement the database refused for what it was given — a value it cannot take, a constraint it breaks, a
+ * deadlock or serialization failure — may have failed on one item's account; it was rolled back whole, and is run
+ * again one item at a time (one after the other, within the group's place in flight), so that each caller gets its own
+ * answer. Any other failure (the database unreachable or shutting down, out of resources, the statement cancelled or
+ * timed out) is every item's: each caller gets it, as it would have from a statement of its own, and nothing is run
+ * twice.
  */
 export interface CoalescedStatement<I, R> {
   /** At most this many statements in flight (at most the pool's connections). */
@@ -32,12 +35,22 @@ interface Waiting<I, R> {
   reject(error: unknown): void;
 }
 
-/** SQLSTATE classes of a failure caused by one of the rows a statement writes (PostgreSQL Appendix A). */
-const ITEM_FAILURE_CLASSES = new Set(['23', '40']);
+/**
+ * SQLSTATE classes that say nothing about what the statement was given (PostgreSQL Appendix A): connection exceptions,
+ * insufficient resources, operator intervention (a cancel, the statement timeout, a shutdown), system and internal
+ * errors.
+ */
+const NOT_THE_ITEMS = new Set(['08', '53', '57', '58', 'XX']);
 
+/**
+ * Whether the database refused a statement for what it was given (an error it reported, with its SQLSTATE, of a class
+ * other than NOT_THE_ITEMS). Errors of the connection itself (a reset socket, a client-side timeout) carry no
+ * `severity`: the statement may or may not have run, and nothing is run again.
+ */
 export function isItemFailure(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && code.length === 5 && ITEM_FAILURE_CLASSES.has(code.slice(0, 2));
+  const e = error as { code?: unknown; severity?: unknown } | null;
+  if (typeof e?.severity !== 'string' || typeof e.code !== 'string') return false;
+  return /^[0-9A-Z]{5}$/.test(e.code) && !NOT_THE_ITEMS.has(e.code.slice(0, 2));
 }
 
 export function coalesced<I, R>(o: CoalescedStatement<I, R>): (item: I) => Promise<R> {
@@ -68,15 +81,23 @@ export function coalesced<I, R>(o: CoalescedStatement<I, R>): (item: I) => Promi
       if (group.length === 0) return;
       statements++;
       for (const w of group) inFlight.add(w.key);
-      void run(group).finally(() => {
-        statements--;
-        for (const w of group) inFlight.delete(w.key);
-        pump();
-      });
+      void run(group)
+        .catch((error: unknown) => {
+          // Not expected (run settles every item itself); settling twice is harmless, leaving one pending is not.
+          for (const w of group) w.reject(error);
+        })
+        .finally(() => {
+          statements--;
+          for (const w of group) inFlight.delete(w.key);
+          pump();
+        });
     }
   };
 
-  const runOne = (w: Waiting<I, R>): Promise<void> => o.one(w.item).then(w.resolve, w.reject);
+  const runOne = (w: Waiting<I, R>): Promise<void> =>
+    Promise.resolve()
+      .then(() => o.one(w.item))
+      .then(w.resolve, w.reject);
 
   const run = async (group: Waiting<I, R>[]): Promise<void> => {
     if (group.length === 1) return runOne(group[0]!);
@@ -89,7 +110,13 @@ export function coalesced<I, R>(o: CoalescedStatement<I, R>): (item: I) => Promi
         for (const w of group) w.reject(error);
         return;
       }
-      await Promise.all(group.map(runOne));
+      for (const w of group) await runOne(w);
+      return;
+    }
+    if (results.length !== group.length) {
+      // A bug of `many`: its statement ran, so nothing is run again, and no caller reads another's answer.
+      const error = new Error(`a shared statement answered ${results.length} of ${group.length} items`);
+      for (const w of group) w.reject(error);
       return;
     }
     group.forEach((w, i) => w.resolve(results[i]!));

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashSecret, randomSecret } from '../../src/base/secrets.js';
+import { CONNECTION_TTL_MS } from '../../src/domain/connections.js';
 import { seedDemo } from '../../src/domain/demo-seed.js';
 import {
   findAndRotate,
@@ -408,6 +409,64 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
       // The retry came after the rotation it repeats: it sees the token consumed, with that rotation's salt.
       expect(retry.won).toBe(false);
       expect(retry.answer?.successor_salt).toBe(validRotation.salt);
+    });
+
+    it('slide a connection two of them rotate to the later expiry, each successor issued at its own time', async () => {
+      const [busy, c] = await connections(2);
+      // A second family under the same connection (two chains of one app, as a retried authorization leaves them).
+      const family = hashSecret(`second-family-${n}`);
+      const second = hashSecret(`second-token-${n}`);
+      await storeRefreshToken(store.db, {
+        hash: second,
+        connectionId: c!.id,
+        parentHash: null,
+        salt: randomSecret(16),
+        scope: 'agency:mcp:read offline_access',
+        family,
+        now: clock.now(),
+      });
+      const early = { ...rotationOf(c!.token, c!.family), now: clock.now() + 1000 };
+      const late = { ...rotationOf(second, family), now: clock.now() + 2000 };
+      const { sql, statements } = counted({ connections: 1 });
+      const results = await Promise.all([
+        findAndRotate(sql, rotationOf(busy!.token, busy!.family), busy!.guard, anyUnrotated),
+        findAndRotate(sql, late, c!.guard, anyUnrotated),
+        findAndRotate(sql, early, c!.guard, anyUnrotated),
+      ]);
+      expect(statements()).toBe(2);
+      expect(results.map((r) => r.won)).toEqual([true, true, true]);
+      expect(await row(early.successor.hash)).toMatchObject({ issued_at: early.now, family: c!.family });
+      expect(await row(late.successor.hash)).toMatchObject({ issued_at: late.now, family });
+      expect(await row(c!.token)).toMatchObject({ rotated_at: early.now });
+      expect(await row(second)).toMatchObject({ rotated_at: late.now });
+      const slid = await store.db
+        .selectFrom('connections')
+        .select(['expires_at', 'last_used_at'])
+        .where('id', '=', c!.id)
+        .executeTakeFirstOrThrow();
+      expect(slid).toEqual({ expires_at: late.now + CONNECTION_TTL_MS, last_used_at: late.now });
+    });
+
+    it('run again one by one when the database refuses a value one of them carries', async () => {
+      const [busy, ok, bad] = await connections(3);
+      const { sql, statements } = counted({ connections: 1 });
+      const okRotation = rotationOf(ok!.token, ok!.family);
+      const [, okResult, badResult] = await Promise.allSettled([
+        findAndRotate(sql, rotationOf(busy!.token, busy!.family), busy!.guard, anyUnrotated),
+        findAndRotate(sql, okRotation, ok!.guard, anyUnrotated),
+        // PostgreSQL takes no NUL in text (SQLSTATE 22021): the whole statement is refused.
+        findAndRotate(
+          sql,
+          rotationOf(bad!.token, bad!.family),
+          { clientId: 'a\u0000b', resource: null },
+          anyUnrotated,
+        ),
+      ]);
+      expect(statements()).toBe(4);
+      expect(okResult).toMatchObject({ status: 'fulfilled', value: { won: true } });
+      expect(await row(okRotation.successor.hash)).toMatchObject({ parent_hash: ok!.token });
+      expect(badResult).toMatchObject({ status: 'rejected', reason: { code: '22021' } });
+      expect((await row(bad!.token))?.rotated_at).toBeNull();
     });
 
     it('run again one by one when the shared statement breaks a constraint for one of them', async () => {

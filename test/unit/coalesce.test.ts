@@ -62,7 +62,7 @@ it('never runs two items of one key together: the later waits for the earlier', 
 });
 
 it('runs a group again one item at a time when it fails on one item’s account', async () => {
-  const conflict = Object.assign(new Error('duplicate key'), { code: '23505' });
+  const conflict = Object.assign(new Error('duplicate key'), { code: '23505', severity: 'ERROR' });
   const s = recordingStatement({
     concurrency: 1,
     fail: (items) => (items.includes('y') ? conflict : undefined),
@@ -77,23 +77,59 @@ it('runs a group again one item at a time when it fails on one item’s account'
 });
 
 it('fails every item of a group, once, when the failure is not one item’s (an outage, a timeout)', async () => {
-  const outage = Object.assign(new Error('connection terminated'), { code: '57P01' });
+  const outage = Object.assign(new Error('terminating connection'), { code: '57P01', severity: 'FATAL' });
   const s = recordingStatement({ concurrency: 1, fail: (items) => (items.length > 1 ? outage : undefined) });
   const results = ['w', 'x', 'y'].map((item) => s.run(item).then(String, (e: Error) => e.message));
   for (let i = 0; i < 3; i++) {
     s.settle();
     await turns(3);
   }
-  expect(await Promise.all(results)).toEqual(['done w', 'connection terminated', 'connection terminated']);
+  expect(await Promise.all(results)).toEqual(['done w', 'terminating connection', 'terminating connection']);
   expect(s.statements).toEqual([['w'], ['x', 'y']]);
 });
 
-it('tells an item’s failure (SQLSTATE classes 23 and 40) from the others', () => {
-  expect(isItemFailure({ code: '23505' })).toBe(true);
-  expect(isItemFailure({ code: '40P01' })).toBe(true);
-  expect(isItemFailure({ code: '40001' })).toBe(true);
-  expect(isItemFailure({ code: '57014' })).toBe(false);
-  expect(isItemFailure({ code: 'ECONNREFUSED' })).toBe(false);
-  expect(isItemFailure(new Error('no code'))).toBe(false);
+it('tells a refusal of what the statement was given from a failure of the database or the connection', () => {
+  const reported = (code: string) => ({ code, severity: 'ERROR' });
+  for (const code of ['23505', '22021', '40P01', '40001', '55P03', '42601'])
+    expect(isItemFailure(reported(code))).toBe(true);
+  for (const code of ['08006', '53300', '57014', '57P01', '58030', 'XX000'])
+    expect(isItemFailure(reported(code))).toBe(false);
+  // Errors of the connection itself carry no severity: the statement may have run.
+  expect(isItemFailure({ code: '23505' })).toBe(false);
+  expect(isItemFailure({ code: 'EPIPE' })).toBe(false);
+  expect(isItemFailure(new Error('Query read timeout'))).toBe(false);
   expect(isItemFailure(null)).toBe(false);
+});
+
+it('fails every item, once, when a shared statement answers for fewer items than it was given', async () => {
+  const calls: string[][] = [];
+  const run = coalesced<string, string>({
+    concurrency: 1,
+    maxItems: 8,
+    key: (item) => item,
+    one: async (item) => (calls.push([item]), item),
+    many: async (items) => (calls.push([...items]), items.slice(1)),
+  });
+  const results = ['a', 'b', 'c'].map((item) => run(item).then(String, (e: Error) => e.message));
+  expect(await Promise.all(results)).toEqual([
+    'a',
+    expect.stringMatching(/answered 1 of 2/),
+    expect.stringMatching(/answered 1 of 2/),
+  ]);
+  expect(calls).toEqual([['a'], ['b', 'c']]);
+});
+
+it('settles a call whose statement throws before it starts', async () => {
+  const run = coalesced<string, string>({
+    concurrency: 1,
+    maxItems: 8,
+    key: (item) => item,
+    one: (item) => {
+      if (item === 'bad') throw new Error('thrown at once');
+      return Promise.resolve(item);
+    },
+    many: (items) => Promise.resolve([...items]),
+  });
+  await expect(run('bad')).rejects.toThrow('thrown at once');
+  await expect(run('good')).resolves.toBe('good');
 });
