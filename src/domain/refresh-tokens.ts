@@ -281,9 +281,8 @@ const guardedParams = ({ rotation, guard }: GuardedRotation) => [
 
 /** ROTATE_GUARDED_MANY's: the same, as one array per parameter, element i of each from rotation i. */
 function manyRotationParams(items: readonly GuardedRotation[]): unknown[][] {
-  const columns: unknown[][] = Array.from({ length: 9 }, () => []);
-  for (const item of items) guardedParams(item).forEach((value, i) => columns[i]!.push(value));
-  return columns;
+  const rows = items.map(guardedParams);
+  return rows[0]!.map((_, column) => rows.map((row) => row[column]));
 }
 
 /** What the refresh grant makes of a token's row: whether to rotate it, and what to answer. */
