@@ -2,8 +2,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { type AppContext, urls } from '../context.js';
 import { BearerError, extractBearer } from '../http/bearer.js';
 import { ApiError } from '../http/errors.js';
-import { isDependencyOutage } from '../http/dependency-outage.js';
 import { authenticationError } from '../http/rest-auth.js';
+import { apiErrorOf } from '../http/rest-errors.js';
 import { accessOfDashboardToken, accessOfMember, type CallerAccess } from './access.js';
 import { invoke, OPERATIONS, type Operation, type OperationId } from './operations.js';
 
@@ -108,15 +108,13 @@ export class InProcessDashboardApi {
       const access = await accessOfDashboardToken(this.ctx, token, agencyIdOf(agencyId));
       return { status: op.status ?? 200, body: await invoke(this.ctx, op, access, input) };
     } catch (e) {
-      if (e instanceof ApiError) return { status: e.status, body: e.body(requestId) };
-      if (isDependencyOutage(e)) {
-        // An outage, logged once by the store's watch: answered as the HTTP route answers it, without a stack.
-        const unavailable = ApiError.unavailable();
-        return { status: unavailable.status, body: unavailable.body(requestId) };
+      // Answered as the HTTP route answers it (http/rest-errors.ts). An outage (503) is logged once by the store's
+      // watch, a refused value (400) is the caller's; only a bug is logged here, with its stack.
+      const error = apiErrorOf(e);
+      if (error.status === 500 && !(e instanceof ApiError)) {
+        this.ctx.log.error({ err: e, request_id: requestId }, 'dashboard API call failed');
       }
-      this.ctx.log.error({ err: e, request_id: requestId }, 'dashboard API call failed');
-      const internal = new ApiError('internal_error', 'An internal error occurred; quote the request id');
-      return { status: internal.status, body: internal.body(requestId) };
+      return { status: error.status, body: error.body(requestId) };
     }
   }
 }

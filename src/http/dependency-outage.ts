@@ -1,10 +1,9 @@
+import { isPostgresUnavailable } from '../store/pg-errors.js';
 import type { FastifyBaseLogger } from 'fastify';
 
 /** Seconds a client is told to wait when a dependency is down (RFC 9110 §10.2.3 `Retry-After`). */
 export const OUTAGE_RETRY_AFTER_SECONDS = 5;
 
-/** PostgreSQL SQLSTATEs that mean "the database cannot serve now", not "this request is wrong" (PostgreSQL App. A). */
-const PG_UNAVAILABLE = /^(08|57P0[1-3]|53300|57014)/;
 const NETWORK_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -31,7 +30,7 @@ export function isDependencyOutage(error: unknown): boolean {
   if (error instanceof DependencyUnavailable) return true;
   const e = error as { code?: unknown; message?: unknown };
   const code = typeof e.code === 'string' ? e.code : '';
-  if (PG_UNAVAILABLE.test(code) || NETWORK_CODES.has(code) || code === 'SQLITE_BUSY') return true;
+  if (isPostgresUnavailable(code) || NETWORK_CODES.has(code) || code === 'SQLITE_BUSY') return true;
   return typeof e.message === 'string' && UNAVAILABLE_MESSAGES.test(e.message);
 }
 

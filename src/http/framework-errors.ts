@@ -1,5 +1,8 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import { isUnstorableText } from '../store/pg-errors.js';
 import { isDependencyOutage, OUTAGE_RETRY_AFTER_SECONDS } from './dependency-outage.js';
+
+const UNSTORABLE_TEXT_MESSAGE = 'The request holds a character that cannot be stored (U+0000)';
 
 /**
  * What went wrong with a request, whatever surface it reached: Fastify's own refusals, a dependency outage, a request
@@ -33,6 +36,9 @@ export function classifyError(error: unknown): ErrorClass {
   if (isDependencyOutage(error)) {
     return { kind: 'unavailable', status: 503, retryAfterSeconds: OUTAGE_RETRY_AFTER_SECONDS };
   }
+  // Whatever field carried it, the value was the request's, not a bug (PostgreSQL stores no U+0000 in text).
+  if (isUnstorableText(error))
+    return { kind: 'invalid_request', status: 400, message: UNSTORABLE_TEXT_MESSAGE };
   const status = e.statusCode ?? 500;
   if (status === 503) return { kind: 'unavailable', status: 503, retryAfterSeconds: undefined };
   if (status >= 400 && status < 500) {

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from './errors.js';
-import { type ErrorClass, renderErrors, type RouteMiss } from './framework-errors.js';
+import { classifyError, type ErrorClass, renderErrors, type RouteMiss } from './framework-errors.js';
 
 export interface RestErrorsOptions {
   /** Headers every error response of the surface carries (the REST API's `Svc-Version`, docs/contract.md#errors). */
@@ -32,6 +32,14 @@ export const restErrors = fp<RestErrorsOptions>(
 export function sendApiError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
   if (error.options.headers) reply.headers(error.options.headers);
   return reply.code(error.status).type('application/json; charset=utf-8').send(error.body(request.id));
+}
+
+/**
+ * Any error as the REST error object a REST route would answer with: an ApiError as it is, anything else by its class
+ * (the dashboard API's in-process calls use it, so that they answer as its HTTP routes do).
+ */
+export function apiErrorOf(error: unknown): ApiError {
+  return error instanceof ApiError ? error : toApiError(classifyError(error));
 }
 
 /** The catalogue code of each class of error (docs/contract.md#errors). */

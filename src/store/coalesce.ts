@@ -1,20 +1,23 @@
+import { isRefusedStatement } from './pg-errors.js';
+
 /**
  * One statement run for many callers at once, on PostgreSQL: calls that arrive while `concurrency` statements of
- * theirs are in flight wait, and the next statement takes them together, up to `maxItems`. Without load every call runs alone and at once (`one`); under load, the calls that would each have
- * waited for a connection share one round trip, one plan's set-up and one commit (`many`): a group commit made by
- * the statement itself, where the embedded database has its event loop's (prepared.ts).
+ * theirs are in flight wait, and the next statement takes them together, up to `maxItems`. Without load every call
+ * runs alone and at once (`one`); under load, the calls that would each have waited for a connection share one round
+ * trip, one plan's set-up and one commit (`many`): a group commit made by the statement itself, where the embedded
+ * database has its event loop's (prepared.ts).
  *
  * Two calls with the same `key` are never in flight together, nor in one statement: the later waits for the earlier
  * and then sees what it wrote, as it would have behind the earlier's row lock. A shared statement gets its items in
  * key order, which makes two statements likely, though not certain (the plan decides), to lock the rows they share in
  * the same order; a deadlock between them is one of the refusals below.
  *
- * A shared statement the database refused for what it was given — a value it cannot take, a constraint it breaks, a
- * deadlock or serialization failure — may have failed on one item's account; it was rolled back whole, and is run
- * again one item at a time (one after the other, within the group's place in flight), so that each caller gets its own
- * answer. Any other failure (the database unreachable or shutting down, out of resources, the statement cancelled or
- * timed out) is every item's: each caller gets it, as it would have from a statement of its own, and nothing is run
- * twice.
+ * A shared statement the database refused for what it was given (pg-errors.ts: a value it cannot take, a constraint
+ * it breaks, a deadlock or serialization failure) may have failed on one item's account; it was rolled back whole, and
+ * is run again one item at a time (one after the other, within the group's place in flight), so that each caller gets
+ * its own answer. Any other failure (the database unreachable or shutting down, out of resources, the statement
+ * cancelled or timed out) is every item's: each caller gets it, as it would have from a statement of its own, and
+ * nothing is run twice.
  */
 export interface CoalescedStatement<I, R> {
   /** At most this many statements in flight (at most the pool's connections). */
@@ -33,24 +36,6 @@ interface Waiting<I, R> {
   key: string;
   resolve(result: R): void;
   reject(error: unknown): void;
-}
-
-/**
- * SQLSTATE classes that say nothing about what the statement was given (PostgreSQL Appendix A): connection exceptions,
- * insufficient resources, operator intervention (a cancel, the statement timeout, a shutdown), system and internal
- * errors.
- */
-const NOT_THE_ITEMS = new Set(['08', '53', '57', '58', 'XX']);
-
-/**
- * Whether the database refused a statement for what it was given (an error it reported, with its SQLSTATE, of a class
- * other than NOT_THE_ITEMS). Errors of the connection itself (a reset socket, a client-side timeout) carry no
- * `severity`: the statement may or may not have run, and nothing is run again.
- */
-export function isItemFailure(error: unknown): boolean {
-  const e = error as { code?: unknown; severity?: unknown } | null;
-  if (typeof e?.severity !== 'string' || typeof e.code !== 'string') return false;
-  return /^[0-9A-Z]{5}$/.test(e.code) && !NOT_THE_ITEMS.has(e.code.slice(0, 2));
 }
 
 export function coalesced<I, R>(o: CoalescedStatement<I, R>): (item: I) => Promise<R> {
@@ -94,10 +79,14 @@ export function coalesced<I, R>(o: CoalescedStatement<I, R>): (item: I) => Promi
     }
   };
 
-  const runOne = (w: Waiting<I, R>): Promise<void> =>
-    Promise.resolve()
-      .then(() => o.one(w.item))
-      .then(w.resolve, w.reject);
+  /** Settles `w` whatever `one` does, a synchronous throw included. */
+  const runOne = async (w: Waiting<I, R>): Promise<void> => {
+    try {
+      w.resolve(await o.one(w.item));
+    } catch (error) {
+      w.reject(error);
+    }
+  };
 
   const run = async (group: Waiting<I, R>[]): Promise<void> => {
     if (group.length === 1) return runOne(group[0]!);
@@ -106,7 +95,7 @@ export function coalesced<I, R>(o: CoalescedStatement<I, R>): (item: I) => Promi
     try {
       results = await o.many(group.map((w) => w.item));
     } catch (error) {
-      if (!isItemFailure(error)) {
+      if (!isRefusedStatement(error)) {
         for (const w of group) w.reject(error);
         return;
       }

@@ -1,5 +1,6 @@
 import { expect, it } from 'vitest';
-import { coalesced, isItemFailure } from '../../src/store/coalesce.js';
+import { coalesced } from '../../src/store/coalesce.js';
+import { isRefusedStatement } from '../../src/store/pg-errors.js';
 
 /**
  * The grouping rules of store/coalesce.ts, on a statement that only records what it was given (the rotation that uses
@@ -91,14 +92,14 @@ it('fails every item of a group, once, when the failure is not one item’s (an 
 it('tells a refusal of what the statement was given from a failure of the database or the connection', () => {
   const reported = (code: string) => ({ code, severity: 'ERROR' });
   for (const code of ['23505', '22021', '40P01', '40001', '55P03', '42601'])
-    expect(isItemFailure(reported(code))).toBe(true);
+    expect(isRefusedStatement(reported(code))).toBe(true);
   for (const code of ['08006', '53300', '57014', '57P01', '58030', 'XX000'])
-    expect(isItemFailure(reported(code))).toBe(false);
+    expect(isRefusedStatement(reported(code))).toBe(false);
   // Errors of the connection itself carry no severity: the statement may have run.
-  expect(isItemFailure({ code: '23505' })).toBe(false);
-  expect(isItemFailure({ code: 'EPIPE' })).toBe(false);
-  expect(isItemFailure(new Error('Query read timeout'))).toBe(false);
-  expect(isItemFailure(null)).toBe(false);
+  expect(isRefusedStatement({ code: '23505' })).toBe(false);
+  expect(isRefusedStatement({ code: 'EPIPE' })).toBe(false);
+  expect(isRefusedStatement(new Error('Query read timeout'))).toBe(false);
+  expect(isRefusedStatement(null)).toBe(false);
 });
 
 it('fails every item, once, when a shared statement answers for fewer items than it was given', async () => {
