@@ -77,6 +77,16 @@ export async function grant(
   return { connection, token, memberId: member.id, agencyId: agency.id, userId: user.id };
 }
 
+/** The id of one of the grant's agency's projects (the demo seed gives each agency some). */
+export async function projectOf(server: TestServer, g: Pick<Grant, 'agencyId'>): Promise<string> {
+  const row = await server.services.ctx.db
+    .selectFrom('projects')
+    .select('id')
+    .where('agency_id', '=', g.agencyId)
+    .executeTakeFirstOrThrow();
+  return row.id;
+}
+
 /** A token exchange request as the agency MCP server sends it. */
 export async function exchange(
   server: TestServer,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { isUnstorableText } from '../../src/store/pg-errors.js';
-import { AGENCY_SECRET, grant } from '../agency-mcp/helpers.js';
+import { AGENCY_SECRET, grant, projectOf } from '../agency-mcp/helpers.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import { modernRequest } from '../helpers/mcp.js';
 
@@ -32,15 +32,11 @@ it(`sign-in with a NUL in the username is the request's fault (${ENGINE})`, asyn
 
 it(`an agency tool writing a NUL answers the tool error of a refused value, not an internal error (${ENGINE})`, async () => {
   const g = await grant(server);
-  const project = await server.services.ctx.db
-    .selectFrom('projects')
-    .select('id')
-    .where('agency_id', '=', g.agencyId)
-    .executeTakeFirstOrThrow();
+  const project = await projectOf(server, g);
   const res = await modernRequest(
     `${server.url.agencyMcp}/mcp`,
     'tools/call',
-    { name: 'create_task', arguments: { project_id: project.id, title: 'Plan\u0000' } },
+    { name: 'create_task', arguments: { project_id: project, title: 'Plan\u0000' } },
     { token: g.token },
   );
   expect(res.status).toBe(200);

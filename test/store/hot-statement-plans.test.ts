@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { PreparedSql, SyncSql } from '../../src/store/prepared.js';
-import { AGENCY_SECRET, grant } from '../agency-mcp/helpers.js';
+import { AGENCY_SECRET, grant, projectOf } from '../agency-mcp/helpers.js';
 import { connect, token } from '../auth/oauth-helpers.js';
 import { signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 import { modernRequest } from '../helpers/mcp.js';
@@ -87,11 +87,7 @@ beforeAll(async () => {
   // The agency tools: the token exchange and the per-call grant check, the page of clients, a project read and a task
   // written into it.
   const agency = await grant(server);
-  const project = await server.services.ctx.db
-    .selectFrom('projects')
-    .select('id')
-    .where('agency_id', '=', agency.agencyId)
-    .executeTakeFirstOrThrow();
+  const project = await projectOf(server, agency);
   const call = async (name: string, args: Record<string, unknown>) => {
     const res = await modernRequest(
       `${server.url.agencyMcp}/mcp`,
@@ -103,8 +99,8 @@ beforeAll(async () => {
     expect(await res.text()).not.toContain('"isError":true');
   };
   await call('list_clients', {});
-  await call('get_project', { project_id: project.id });
-  await call('create_task', { project_id: project.id, title: 'Plan check' });
+  await call('get_project', { project_id: project });
+  await call('create_task', { project_id: project, title: 'Plan check' });
   await growTables(server);
 });
 
