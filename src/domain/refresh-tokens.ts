@@ -259,6 +259,8 @@ function rotateGuarded(sql: PostgresPrepared, r: GuardedRotation): Promise<Rotat
     run = coalesced<GuardedRotation, RotatedGrant | undefined>({
       concurrency: Math.min(ROTATION_STATEMENTS_IN_FLIGHT, sql.connections),
       maxItems: MAX_ROTATIONS_PER_STATEMENT,
+      waitTimeoutMs: sql.connectTimeoutMs,
+      waitedTooLong: (error) => sql.watch.failed(error),
       key: ({ rotation }) => rotation.hash,
       one: async (item) => (await sql.rows<RotatedGrant>(ROTATE_GUARDED, guardedParams(item)))[0],
       many: async (items) => {

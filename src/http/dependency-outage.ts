@@ -1,3 +1,4 @@
+import { StatementWaitTimeout } from '../store/coalesce.js';
 import { isPostgresUnavailable } from '../store/pg-errors.js';
 import type { FastifyBaseLogger } from 'fastify';
 
@@ -27,7 +28,7 @@ export class DependencyUnavailable extends Error {
  */
 export function isDependencyOutage(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;
-  if (error instanceof DependencyUnavailable) return true;
+  if (error instanceof DependencyUnavailable || error instanceof StatementWaitTimeout) return true;
   const e = error as { code?: unknown; message?: unknown };
   const code = typeof e.code === 'string' ? e.code : '';
   if (isPostgresUnavailable(code) || NETWORK_CODES.has(code) || code === 'SQLITE_BUSY') return true;

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { isRefusedStatement } from './pg-errors.js';
 
 /**
@@ -18,12 +19,21 @@ import { isRefusedStatement } from './pg-errors.js';
  * its own answer. Any other failure (the database unreachable or shutting down, out of resources, the statement
  * cancelled or timed out) is every item's: each caller gets it, as it would have from a statement of its own, and
  * nothing is run twice.
+ *
+ * A call waits for its statement at most `waitTimeoutMs`, the bound a query has on waiting for one of the pool's
+ * connections (DATABASE_CONNECT_TIMEOUT_MS): the wait replaces that one. Past it the call fails with
+ * `StatementWaitTimeout`, an outage (503 with Retry-After), and its item is never run. Without it, calls waiting behind
+ * statements stuck on row locks would wait for those statements' own timeouts first.
  */
 export interface CoalescedStatement<I, R> {
   /** At most this many statements in flight (at most the pool's connections). */
   concurrency: number;
   /** At most this many items in one statement. */
   maxItems: number;
+  /** How long a call may wait for its statement to start (0: as long as it takes). */
+  waitTimeoutMs: number;
+  /** Told of each call that waited too long (the store's watch logs the database as unavailable). */
+  waitedTooLong?(error: StatementWaitTimeout): void;
   /** Items with the same key are run one after the other, never together. */
   key(item: I): string;
   one(item: I): Promise<R>;
@@ -31,9 +41,19 @@ export interface CoalescedStatement<I, R> {
   many(items: readonly I[]): Promise<R[]>;
 }
 
+/** A call that waited longer than `waitTimeoutMs` for its statement; nothing of it was run. */
+export class StatementWaitTimeout extends Error {
+  override name = 'StatementWaitTimeout';
+  constructor(waitTimeoutMs: number) {
+    super(`waited more than ${waitTimeoutMs} ms for a database statement to start`);
+  }
+}
+
 interface Waiting<I, R> {
   item: I;
   key: string;
+  /** When the call started waiting (performance.now()). */
+  since: number;
   resolve(result: R): void;
   reject(error: unknown): void;
 }
@@ -42,6 +62,28 @@ export function coalesced<I, R>(o: CoalescedStatement<I, R>): (item: I) => Promi
   const waiting: Waiting<I, R>[] = [];
   const inFlight = new Set<string>();
   let statements = 0;
+  /** Armed for the oldest waiting call's deadline, while calls wait: one timer, not one per call. */
+  let deadline: NodeJS.Timeout | undefined;
+
+  /** Fails the calls past their deadline: the oldest are first in `waiting`, which keeps arrival order. */
+  const expire = (): void => {
+    deadline = undefined;
+    const now = performance.now();
+    while (waiting.length > 0 && now - waiting[0]!.since >= o.waitTimeoutMs) {
+      const error = new StatementWaitTimeout(o.waitTimeoutMs);
+      o.waitedTooLong?.(error);
+      waiting.shift()!.reject(error);
+    }
+    armDeadline();
+  };
+
+  const armDeadline = (): void => {
+    if (deadline !== undefined || waiting.length === 0 || o.waitTimeoutMs <= 0) return;
+    const left = waiting[0]!.since + o.waitTimeoutMs - performance.now();
+    deadline = setTimeout(expire, Math.max(0, left));
+    // Pending calls keep the process busy by themselves; the timer alone must not hold it open.
+    deadline.unref();
+  };
 
   /** The waiting items the next statement can take: none whose key is in flight or already taken. */
   const takeGroup = (): Waiting<I, R>[] => {
@@ -113,7 +155,8 @@ export function coalesced<I, R>(o: CoalescedStatement<I, R>): (item: I) => Promi
 
   return (item) =>
     new Promise<R>((resolve, reject) => {
-      waiting.push({ item, key: o.key(item), resolve, reject });
+      waiting.push({ item, key: o.key(item), since: performance.now(), resolve, reject });
       pump();
+      armDeadline();
     });
 }

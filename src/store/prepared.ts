@@ -37,6 +37,10 @@ export interface PostgresPrepared extends Common {
   engine: 'postgres';
   /** The pool's connections: how many statements can run at once. */
   connections: number;
+  /** How long a query may wait for one of them (DATABASE_CONNECT_TIMEOUT_MS; 0: no bound). */
+  connectTimeoutMs: number;
+  /** The store's watch, for a wait that failed before any statement ran (store/coalesce.ts). */
+  watch: Outcomes;
 }
 
 /** Told of every outcome, as Kysely's log tells the store's watch (outages are noticed on this path too). */
@@ -299,6 +303,8 @@ export function postgresPrepared(pool: pg.Pool, watch: Outcomes = NO_WATCH): Pos
   return {
     engine: 'postgres',
     connections: pool.options.max ?? 10,
+    connectTimeoutMs: pool.options.connectionTimeoutMillis ?? 0,
+    watch,
     rows: async <R>(text: string, params: readonly unknown[]) => (await query(text, params)).rows as R[],
     changes: async (text, params) => (await query(text, params)).rowCount ?? 0,
   };

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash, randomBytes } from 'node:crypto';
+import { hashSecret } from '../../src/base/secrets.js';
 import { boundPort } from '../../src/config/config.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import {
@@ -464,5 +465,57 @@ describe(`rotated tokens are pruned and their reuse is still detected (${ENGINE}
     const replay = await refresh(legacy);
     expect(replay.body['error']).toBe('invalid_grant');
     expect((await connectionStatus(server, latest['access_token']!)).revoke_reason).toBe('refresh_reuse');
+  });
+});
+
+describe.runIf(ENGINE === 'postgres')('a refresh that waits too long for the database (postgres)', () => {
+  let slow: TestServer;
+  beforeAll(async () => {
+    slow = await startTestServer({ env: { DCR_LIMIT_PER_IP: '1000', DATABASE_CONNECT_TIMEOUT_MS: '300' } });
+  });
+  afterAll(() => slow?.close());
+
+  it('is answered 503 with Retry-After after DATABASE_CONNECT_TIMEOUT_MS, its token left as it was', async () => {
+    const hosts = [];
+    for (let i = 0; i < 3; i++) hosts.push(await connect(slow, { scope: 'agency:mcp:read offline_access' }));
+    const [first, second, third] = hosts.map((h) => ({
+      clientId: h.clientId,
+      rt: h.tokens['refresh_token']!,
+    }));
+    const refreshOf = (h: { clientId: string; rt: string }) =>
+      token(slow, { grant_type: 'refresh_token', refresh_token: h.rt, client_id: h.clientId });
+    // Another session holds the rows of two tokens: both rotation statements of the process wait on them.
+    let releaseLocks!: () => void;
+    const locksHeld = new Promise<void>((resolve) => (releaseLocks = resolve));
+    let locksTaken!: () => void;
+    const taken = new Promise<void>((resolve) => (locksTaken = resolve));
+    const hashes = [first!, second!].map((h) => hashSecret(h.rt));
+    const holder = slow.services.ctx.db.transaction().execute(async (trx) => {
+      await trx.selectFrom('refresh_tokens').select('hash').where('hash', 'in', hashes).forUpdate().execute();
+      locksTaken();
+      await locksHeld;
+    });
+    await taken;
+    try {
+      const stuck = [first!, second!].map(refreshOf);
+      const waited = await refreshOf(third!);
+      expect(waited.res.status).toBe(503);
+      expect(waited.res.headers.get('retry-after')).toBe('5');
+      expect(waited.body['error']).toBe('temporarily_unavailable');
+      // The operator reads why, once: the database did not take the statement in time.
+      const said = () => slow.logs.lines.filter((l) => l['msg'] === 'database unavailable');
+      expect(said()).toEqual([
+        expect.objectContaining({ reason: 'waited more than 300 ms for a database statement to start' }),
+      ]);
+      releaseLocks();
+      expect((await Promise.all(stuck)).map((r) => r.res.status)).toEqual([200, 200]);
+      expect(slow.logs.lines.map((l) => l['msg'])).toContain('database available again');
+      // Nothing of the refused refresh was written: its token still rotates.
+      const again = await refreshOf(third!);
+      expect(again.res.status).toBe(200);
+    } finally {
+      releaseLocks();
+      await holder;
+    }
   });
 });

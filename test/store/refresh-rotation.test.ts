@@ -15,6 +15,7 @@ import type { Store } from '../../src/store/database.js';
 import { migrateToLatest } from '../../src/store/migrate.js';
 import { sql } from 'kysely';
 import type { PreparedSql } from '../../src/store/prepared.js';
+import { StatementWaitTimeout } from '../../src/store/coalesce.js';
 import { ENGINE, freshStore } from '../helpers/harness.js';
 import { type PlanParameter, queryPlan } from '../helpers/plans.js';
 import { connectionRow } from '../helpers/rows.js';
@@ -87,11 +88,15 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
    * `store.sql` counting the statements it is asked to run; with `connections`, a pool of that many as the rotation
    * sees it (with one, every rotation that arrives while one runs waits for the next statement).
    */
-  function counted(o: { connections?: number } = {}): { sql: PreparedSql; statements: () => number } {
+  function counted(o: { connections?: number; connectTimeoutMs?: number } = {}): {
+    sql: PreparedSql;
+    statements: () => number;
+  } {
     let count = 0;
     const sql = new Proxy(store.sql, {
       get(target, key, receiver) {
         if (key === 'connections' && o.connections !== undefined) return o.connections;
+        if (key === 'connectTimeoutMs' && o.connectTimeoutMs !== undefined) return o.connectTimeoutMs;
         const value = Reflect.get(target, key, receiver) as unknown;
         if ((key === 'rows' || key === 'changes') && typeof value === 'function') {
           return (...args: unknown[]) => {
@@ -487,6 +492,52 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
       expect(await row(okRotation.successor.hash)).toMatchObject({ parent_hash: ok!.token });
       expect(clashResult).toMatchObject({ status: 'rejected', reason: { code: '23505' } });
       expect((await row(clashing!.token))?.rotated_at).toBeNull();
+    });
+
+    it('give up waiting behind a statement stuck on a row lock after the connect timeout, and write nothing', async () => {
+      const [locked, waiting] = await connections(2);
+      // Another session holds the row of `locked`'s token (an operator's open transaction, another instance).
+      let releaseLock!: () => void;
+      const lockHeld = new Promise<void>((resolve) => (releaseLock = resolve));
+      let lockTaken!: () => void;
+      const taken = new Promise<void>((resolve) => (lockTaken = resolve));
+      const holder = store.db.transaction().execute(async (trx) => {
+        await sql`SELECT 1 FROM refresh_tokens WHERE hash = ${locked!.token} FOR UPDATE`.execute(trx);
+        lockTaken();
+        await lockHeld;
+      });
+      await taken;
+      try {
+        const counter = counted({ connections: 1, connectTimeoutMs: 200 });
+        const lockedRotation = findAndRotate(
+          counter.sql,
+          rotationOf(locked!.token, locked!.family),
+          locked!.guard,
+          anyUnrotated,
+        );
+        const waited = await findAndRotate(
+          counter.sql,
+          rotationOf(waiting!.token, waiting!.family),
+          waiting!.guard,
+          anyUnrotated,
+        ).catch((e: unknown) => e);
+        expect(waited).toBeInstanceOf(StatementWaitTimeout);
+        expect(counter.statements()).toBe(1);
+        expect((await row(waiting!.token))?.rotated_at).toBeNull();
+        releaseLock();
+        expect((await lockedRotation).won).toBe(true);
+        // The one that gave up rotates when asked again.
+        const retried = await findAndRotate(
+          counter.sql,
+          rotationOf(waiting!.token, waiting!.family),
+          waiting!.guard,
+          anyUnrotated,
+        );
+        expect(retried.won).toBe(true);
+      } finally {
+        releaseLock();
+        await holder;
+      }
     });
   });
 });

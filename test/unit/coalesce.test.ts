@@ -1,12 +1,17 @@
 import { expect, it } from 'vitest';
-import { coalesced } from '../../src/store/coalesce.js';
+import { coalesced, StatementWaitTimeout } from '../../src/store/coalesce.js';
+import { isDependencyOutage } from '../../src/http/dependency-outage.js';
 import { isRefusedStatement } from '../../src/store/pg-errors.js';
 
 /**
  * The grouping rules of store/coalesce.ts, on a statement that only records what it was given (the rotation that uses
  * it is held against PostgreSQL in test/store/refresh-rotation.test.ts).
  */
-function recordingStatement(o: { concurrency: number; fail?: (items: readonly string[]) => unknown }) {
+function recordingStatement(o: {
+  concurrency: number;
+  fail?: (items: readonly string[]) => unknown;
+  waitTimeoutMs?: number;
+}) {
   const statements: string[][] = [];
   const pending: (() => void)[] = [];
   let running = 0;
@@ -25,6 +30,7 @@ function recordingStatement(o: { concurrency: number; fail?: (items: readonly st
   const run = coalesced<string, string>({
     concurrency: o.concurrency,
     maxItems: 3,
+    waitTimeoutMs: o.waitTimeoutMs ?? 0,
     key: (item) => item.split('#')[0]!,
     one: async (item) => (await statement([item]))[0]!,
     many: statement,
@@ -107,6 +113,7 @@ it('fails every item, once, when a shared statement answers for fewer items than
   const run = coalesced<string, string>({
     concurrency: 1,
     maxItems: 8,
+    waitTimeoutMs: 0,
     key: (item) => item,
     one: async (item) => (calls.push([item]), item),
     many: async (items) => (calls.push([...items]), items.slice(1)),
@@ -124,6 +131,7 @@ it('settles a call whose statement throws before it starts', async () => {
   const run = coalesced<string, string>({
     concurrency: 1,
     maxItems: 8,
+    waitTimeoutMs: 0,
     key: (item) => item,
     one: (item) => {
       if (item === 'bad') throw new Error('thrown at once');
@@ -133,4 +141,36 @@ it('settles a call whose statement throws before it starts', async () => {
   });
   await expect(run('bad')).rejects.toThrow('thrown at once');
   await expect(run('good')).resolves.toBe('good');
+});
+
+it('fails a call that waited past its deadline for a statement, and never runs it', async () => {
+  const s = recordingStatement({ concurrency: 1, waitTimeoutMs: 40 });
+  const stuck = s.run('a');
+  const waited = ['b', 'a#2'].map((item) => s.run(item).then(String, (e: unknown) => e));
+  await turns(1);
+  expect(s.statements).toEqual([['a']]);
+  // 'a' never finishes within the deadline: neither 'b' (behind the one place in flight) nor 'a#2' (behind 'a').
+  const [b, a2] = await Promise.all(waited);
+  for (const e of [b, a2]) {
+    expect(e).toBeInstanceOf(StatementWaitTimeout);
+    expect(isDependencyOutage(e)).toBe(true);
+  }
+  s.settle();
+  expect(await stuck).toBe('done a');
+  // What comes later runs as before; what timed out was never given to a statement.
+  const later = s.run('c');
+  await turns(1);
+  s.settle();
+  expect(await later).toBe('done c');
+  expect(s.statements).toEqual([['a'], ['c']]);
+});
+
+it('keeps a call that waits less than its deadline', async () => {
+  const s = recordingStatement({ concurrency: 1, waitTimeoutMs: 60_000 });
+  const results = ['a', 'b', 'c'].map(s.run);
+  for (let i = 0; i < 2; i++) {
+    await turns(2);
+    s.settle();
+  }
+  expect(await Promise.all(results)).toEqual(['done a', 'done b', 'done c']);
 });
