@@ -1,5 +1,4 @@
 import type { Kysely } from 'kysely';
-import { coalesced } from '../store/coalesce.js';
 import type { PostgresPrepared, PreparedSql, SyncSql } from '../store/prepared.js';
 import type { Database } from '../store/schema.js';
 import { CONNECTION_TTL_MS } from './connections.js';
@@ -256,11 +255,9 @@ const guardedRotations = new WeakMap<
 function rotateGuarded(sql: PostgresPrepared, r: GuardedRotation): Promise<RotatedGrant | undefined> {
   let run = guardedRotations.get(sql);
   if (!run) {
-    run = coalesced<GuardedRotation, RotatedGrant | undefined>({
-      concurrency: Math.min(ROTATION_STATEMENTS_IN_FLIGHT, sql.connections),
+    run = sql.shared<GuardedRotation, RotatedGrant | undefined>({
+      concurrency: ROTATION_STATEMENTS_IN_FLIGHT,
       maxItems: MAX_ROTATIONS_PER_STATEMENT,
-      waitTimeoutMs: sql.connectTimeoutMs,
-      waitedTooLong: (error) => sql.watch.failed(error),
       key: ({ rotation }) => rotation.hash,
       one: async (item) => (await sql.rows<RotatedGrant>(ROTATE_GUARDED, guardedParams(item)))[0],
       many: async (items) => {

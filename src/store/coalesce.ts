@@ -26,7 +26,7 @@ import { isRefusedStatement } from './pg-errors.js';
  * statements stuck on row locks would wait for those statements' own timeouts first.
  */
 export interface CoalescedStatement<I, R> {
-  /** At most this many statements in flight (at most the pool's connections). */
+  /** At most this many statements in flight (PostgresPrepared.shared caps it at the pool's connections). */
   concurrency: number;
   /** At most this many items in one statement. */
   maxItems: number;

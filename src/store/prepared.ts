@@ -1,6 +1,7 @@
 import type SQLite from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
+import { coalesced, type CoalescedStatement } from './coalesce.js';
 import type { Database } from './schema.js';
 
 /**
@@ -39,9 +40,16 @@ export interface PostgresPrepared extends Common {
   connections: number;
   /** How long a query may wait for one of them (DATABASE_CONNECT_TIMEOUT_MS; 0: no bound). */
   connectTimeoutMs: number;
-  /** The store's watch, for a wait that failed before any statement ran (store/coalesce.ts). */
-  watch: Outcomes;
+  /**
+   * One statement shared by the calls that wait for it (store/coalesce.ts), within the pool's bounds: at most
+   * `connections` of its statements in flight, and a call waits at most `connectTimeoutMs`, as for a connection; a
+   * call that waited longer is an outage the store's watch is told of, as a connection that never came would be.
+   */
+  shared<I, R>(statement: SharedStatement<I, R>): (item: I) => Promise<R>;
 }
+
+/** A shared statement as its caller describes it; the pool's bounds are the store's (`PostgresPrepared.shared`). */
+export type SharedStatement<I, R> = Omit<CoalescedStatement<I, R>, 'waitTimeoutMs' | 'waitedTooLong'>;
 
 /** Told of every outcome, as Kysely's log tells the store's watch (outages are noticed on this path too). */
 export interface Outcomes {
@@ -304,7 +312,15 @@ export function postgresPrepared(pool: pg.Pool, watch: Outcomes = NO_WATCH): Pos
     engine: 'postgres',
     connections: pool.options.max ?? 10,
     connectTimeoutMs: pool.options.connectionTimeoutMillis ?? 0,
-    watch,
+    // `this`, not the pool's options: what a caller sees as the bounds is what it gets (the tests narrow them).
+    shared(statement) {
+      return coalesced({
+        ...statement,
+        concurrency: Math.min(statement.concurrency, this.connections),
+        waitTimeoutMs: this.connectTimeoutMs,
+        waitedTooLong: (error) => watch.failed(error),
+      });
+    },
     rows: async <R>(text: string, params: readonly unknown[]) => (await query(text, params)).rows as R[],
     changes: async (text, params) => (await query(text, params)).rowCount ?? 0,
   };

@@ -3,6 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { hashSecret } from '../../src/base/secrets.js';
 import { boundPort } from '../../src/config/config.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+import { holdRefreshTokenRows } from '../helpers/rows.js';
 import {
   agencyIds,
   agencyToolCallWorks,
@@ -485,17 +486,10 @@ describe.runIf(ENGINE === 'postgres')('a refresh that waits too long for the dat
     const refreshOf = (h: { clientId: string; rt: string }) =>
       token(slow, { grant_type: 'refresh_token', refresh_token: h.rt, client_id: h.clientId });
     // Another session holds the rows of two tokens: both rotation statements of the process wait on them.
-    let releaseLocks!: () => void;
-    const locksHeld = new Promise<void>((resolve) => (releaseLocks = resolve));
-    let locksTaken!: () => void;
-    const taken = new Promise<void>((resolve) => (locksTaken = resolve));
-    const hashes = [first!, second!].map((h) => hashSecret(h.rt));
-    const holder = slow.services.ctx.db.transaction().execute(async (trx) => {
-      await trx.selectFrom('refresh_tokens').select('hash').where('hash', 'in', hashes).forUpdate().execute();
-      locksTaken();
-      await locksHeld;
-    });
-    await taken;
+    const lock = await holdRefreshTokenRows(
+      slow.services.ctx.db,
+      [first!, second!].map((h) => hashSecret(h.rt)),
+    );
     try {
       const stuck = [first!, second!].map(refreshOf);
       const waited = await refreshOf(third!);
@@ -507,15 +501,14 @@ describe.runIf(ENGINE === 'postgres')('a refresh that waits too long for the dat
       expect(said()).toEqual([
         expect.objectContaining({ reason: 'waited more than 300 ms for a database statement to start' }),
       ]);
-      releaseLocks();
+      await lock.release();
       expect((await Promise.all(stuck)).map((r) => r.res.status)).toEqual([200, 200]);
       expect(slow.logs.lines.map((l) => l['msg'])).toContain('database available again');
       // Nothing of the refused refresh was written: its token still rotates.
       const again = await refreshOf(third!);
       expect(again.res.status).toBe(200);
     } finally {
-      releaseLocks();
-      await holder;
+      await lock.release();
     }
   });
 });

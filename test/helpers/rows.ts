@@ -1,5 +1,5 @@
-import type { Insertable } from 'kysely';
-import type { ConnectionsTable } from '../../src/store/schema.js';
+import type { Insertable, Kysely } from 'kysely';
+import type { ConnectionsTable, Database } from '../../src/store/schema.js';
 
 /**
  * A connection row for tests of the store layer: active, never used, granting `agency:mcp:read` for the agency MCP
@@ -23,5 +23,32 @@ export function connectionRow(
     revoked_at: null,
     revoke_reason: null,
     ...o,
+  };
+}
+
+/**
+ * Another session holding the `refresh_tokens` rows of `hashes` (`FOR UPDATE`, in a transaction of its own) until
+ * `release`: an operator's open transaction, or another instance in the middle of rotating them. `release` ends the
+ * transaction and may be called more than once.
+ */
+export async function holdRefreshTokenRows(
+  db: Kysely<Database>,
+  hashes: readonly string[],
+): Promise<{ release(): Promise<void> }> {
+  let releaseLocks!: () => void;
+  const held = new Promise<void>((resolve) => (releaseLocks = resolve));
+  let locked!: () => void;
+  const taken = new Promise<void>((resolve) => (locked = resolve));
+  const holder = db.transaction().execute(async (trx) => {
+    await trx.selectFrom('refresh_tokens').select('hash').where('hash', 'in', hashes).forUpdate().execute();
+    locked();
+    await held;
+  });
+  await Promise.race([taken, holder]);
+  return {
+    async release() {
+      releaseLocks();
+      await holder;
+    },
   };
 }

@@ -18,7 +18,7 @@ import type { PreparedSql } from '../../src/store/prepared.js';
 import { StatementWaitTimeout } from '../../src/store/coalesce.js';
 import { ENGINE, freshStore } from '../helpers/harness.js';
 import { type PlanParameter, queryPlan } from '../helpers/plans.js';
-import { connectionRow } from '../helpers/rows.js';
+import { connectionRow, holdRefreshTokenRows } from '../helpers/rows.js';
 
 /**
  * One rotation of the refresh grant's store (domain/refresh-tokens.ts) on the suite's engine, under a plan that rotates
@@ -452,61 +452,50 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
       expect(slid).toEqual({ expires_at: late.now + CONNECTION_TTL_MS, last_used_at: late.now });
     });
 
-    it('run again one by one when the database refuses a value one of them carries', async () => {
-      const [busy, ok, bad] = await connections(3);
+    /** A rotation the database refuses, and the SQLSTATE it refuses the shared statement with. */
+    type Refused = (
+      c: Awaited<ReturnType<typeof connection>>,
+      first: Awaited<ReturnType<typeof connection>>,
+    ) => [Rotation, RotationGuard];
+    const refusedRotations: [string, string, Refused][] = [
+      // PostgreSQL takes no NUL in text (SQLSTATE 22021): the whole statement is refused.
+      [
+        'the database refuses a value one of them carries',
+        '22021',
+        (c) => [rotationOf(c.token, c.family), { clientId: 'a\u0000b', resource: null }],
+      ],
+      // A successor whose hash is a stored token's (one the statement keeps): the primary key refuses it.
+      [
+        'the shared statement breaks a constraint for one of them',
+        '23505',
+        (c, first) => {
+          const clash = rotationOf(c.token, c.family);
+          clash.successor.hash = first.token;
+          return [clash, c.guard];
+        },
+      ],
+    ];
+
+    it.each(refusedRotations)('run again one by one when %s', async (_, code, refused) => {
+      const [first, ok, bad] = await connections(3);
       const { sql, statements } = counted({ connections: 1 });
       const okRotation = rotationOf(ok!.token, ok!.family);
       const [, okResult, badResult] = await Promise.allSettled([
-        findAndRotate(sql, rotationOf(busy!.token, busy!.family), busy!.guard, anyUnrotated),
-        findAndRotate(sql, okRotation, ok!.guard, anyUnrotated),
-        // PostgreSQL takes no NUL in text (SQLSTATE 22021): the whole statement is refused.
-        findAndRotate(
-          sql,
-          rotationOf(bad!.token, bad!.family),
-          { clientId: 'a\u0000b', resource: null },
-          anyUnrotated,
-        ),
-      ]);
-      expect(statements()).toBe(4);
-      expect(okResult).toMatchObject({ status: 'fulfilled', value: { won: true } });
-      expect(await row(okRotation.successor.hash)).toMatchObject({ parent_hash: ok!.token });
-      expect(badResult).toMatchObject({ status: 'rejected', reason: { code: '22021' } });
-      expect((await row(bad!.token))?.rotated_at).toBeNull();
-    });
-
-    it('run again one by one when the shared statement breaks a constraint for one of them', async () => {
-      const [first, ok, clashing] = await connections(3);
-      const { sql, statements } = counted({ connections: 1 });
-      const clash = rotationOf(clashing!.token, clashing!.family);
-      // A successor whose hash is a stored token's (one the statement keeps): the primary key refuses it.
-      clash.successor.hash = first!.token;
-      const okRotation = rotationOf(ok!.token, ok!.family);
-      const [, okResult, clashResult] = await Promise.allSettled([
         findAndRotate(sql, rotationOf(first!.token, first!.family), first!.guard, anyUnrotated),
         findAndRotate(sql, okRotation, ok!.guard, anyUnrotated),
-        findAndRotate(sql, clash, clashing!.guard, anyUnrotated),
+        findAndRotate(sql, ...refused(bad!, first!), anyUnrotated),
       ]);
       // Alone, then together (refused whole), then each alone again.
       expect(statements()).toBe(4);
       expect(okResult).toMatchObject({ status: 'fulfilled', value: { won: true } });
       expect(await row(okRotation.successor.hash)).toMatchObject({ parent_hash: ok!.token });
-      expect(clashResult).toMatchObject({ status: 'rejected', reason: { code: '23505' } });
-      expect((await row(clashing!.token))?.rotated_at).toBeNull();
+      expect(badResult).toMatchObject({ status: 'rejected', reason: { code } });
+      expect((await row(bad!.token))?.rotated_at).toBeNull();
     });
 
     it('give up waiting behind a statement stuck on a row lock after the connect timeout, and write nothing', async () => {
       const [locked, waiting] = await connections(2);
-      // Another session holds the row of `locked`'s token (an operator's open transaction, another instance).
-      let releaseLock!: () => void;
-      const lockHeld = new Promise<void>((resolve) => (releaseLock = resolve));
-      let lockTaken!: () => void;
-      const taken = new Promise<void>((resolve) => (lockTaken = resolve));
-      const holder = store.db.transaction().execute(async (trx) => {
-        await sql`SELECT 1 FROM refresh_tokens WHERE hash = ${locked!.token} FOR UPDATE`.execute(trx);
-        lockTaken();
-        await lockHeld;
-      });
-      await taken;
+      const lock = await holdRefreshTokenRows(store.db, [locked!.token]);
       try {
         const counter = counted({ connections: 1, connectTimeoutMs: 200 });
         const lockedRotation = findAndRotate(
@@ -522,9 +511,11 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
           anyUnrotated,
         ).catch((e: unknown) => e);
         expect(waited).toBeInstanceOf(StatementWaitTimeout);
+        // The bound is the one the store was given for a connection, not another.
+        expect((waited as Error).message).toBe('waited more than 200 ms for a database statement to start');
         expect(counter.statements()).toBe(1);
         expect((await row(waiting!.token))?.rotated_at).toBeNull();
-        releaseLock();
+        await lock.release();
         expect((await lockedRotation).won).toBe(true);
         // The one that gave up rotates when asked again.
         const retried = await findAndRotate(
@@ -535,8 +526,7 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
         );
         expect(retried.won).toBe(true);
       } finally {
-        releaseLock();
-        await holder;
+        await lock.release();
       }
     });
   });
