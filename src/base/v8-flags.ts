@@ -1,7 +1,8 @@
 import { setFlagsFromString } from 'node:v8';
 
 /**
- * V8 settings the service's process runs with, applied by the CLI before any server starts (cli/svc.ts).
+ * V8 settings the service's process runs with, applied where every surface's server is made (`createServer` in
+ * http/server.ts, beside base/tick-shape.ts), before any of them answers: however the servers are started.
  *
  * `--no-allocation-site-pretenuring`: V8 (11.3, Node 20) watches each allocation site's objects at its young-generation
  * collections, and when nearly all of those it sees are still alive it "tenures" the site: its objects are from then on
@@ -13,7 +14,7 @@ import { setFlagsFromString } from 'node:v8';
  */
 export const V8_FLAGS = ['--no-allocation-site-pretenuring'] as const;
 
-/** Applies V8_FLAGS to this process; call before the servers start (the heap's decisions are made under load). */
+/** Applies V8_FLAGS to this process (again: no change); before load, since the heap decides under load. */
 export function applyV8Flags(): void {
   for (const flag of V8_FLAGS) setFlagsFromString(flag);
 }

@@ -15,6 +15,7 @@ import type { Config, Surface } from '../config/config.js';
 import { newId } from '../base/ids.js';
 import type { Metrics } from '../base/metrics.js';
 import { keepTickObjectShape } from '../base/tick-shape.js';
+import { applyV8Flags } from '../base/v8-flags.js';
 import { deferredChildLogger } from './deferred-logger.js';
 import { ApiError, type ErrorCode } from './errors.js';
 
@@ -132,8 +133,10 @@ class RequestLog extends LogController {
  * the caller), the size limits, and JSON error responses for requests Node rejects before Fastify sees them.
  */
 export function createServer(config: Config, o: ServerOptions): FastifyInstance {
-  // Once per process: node:http's hot paths stay on V8's fast way of making nextTick's entries (base/tick-shape.ts).
+  // Once per process, before any server answers: node:http's hot paths stay on V8's fast way of making nextTick's
+  // entries (base/tick-shape.ts), and V8 runs with the service's heap settings (base/v8-flags.ts).
   keepTickObjectShape();
+  applyV8Flags();
   const log = o.logger.child({ surface: o.surface });
   const requestLog = new RequestLog(config.accessLog ? 'info' : 'debug', o.surface, o.metrics);
   const app = Fastify({
