@@ -123,6 +123,11 @@ export const options = {
   rounds: Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3)),
   connections: Number(process.env.BENCH_CONNECTIONS ?? 50),
   chains: Number(process.env.BENCH_CHAINS ?? 20),
+  /**
+   * Rounds of the growth tables' refresh rotations, whose verdict is a ratio within ±20 %: more than the other tables,
+   * as three rounds cannot tell a 20 % step from this machine's draw (docs/performance.md, "Cost as data grows").
+   */
+  growthRounds: Math.max(1, Number(process.env.BENCH_GROWTH_ROUNDS ?? 6)),
   /** Rows in refresh_tokens for the largest data-size step (connections are a tenth of it). */
   growthRows: Number(process.env.BENCH_GROWTH_ROWS ?? 1_000_000),
   distinctTokens: Number(process.env.BENCH_DISTINCT_TOKENS ?? 100_000),
@@ -161,6 +166,17 @@ const median = (values) => {
 };
 
 /**
+ * `side` ÷ `base` by CPU µs per operation, as the median of the ratios of each round: the two measured back to back
+ * (compare's `order`), each ratio is taken within one state of the machine, whose draw then cancels. On this
+ * machine's shared cores a side's rounds spread up to 1.9× (docs/performance.md, "Cost as data grows"), so a ratio of
+ * two medians taken minutes apart can read the draw as a difference. Returns the ratio and the rounds' ratios.
+ */
+export function pairedRatio(base, side) {
+  const rounds = side.cpuRounds.map((cpu, i) => cpu / base.cpuRounds[i]);
+  return { ratio: median(rounds), rounds };
+}
+
+/**
  * The CPU seconds charged to a side: its server process, plus (for a PostgreSQL side, `pgApp` = the
  * application_name its pool connects with) the PostgreSQL backends serving it, which run outside the process.
  */
@@ -196,17 +212,19 @@ export const results = {};
  * Measures `sides` in `rounds` rounds (the order reversed every other round, so that a drift of the machine's load
  * falls on every side alike) after a warm-up of each, and prints the medians. The primary figure is the server's
  * CPU µs per operation; ops/s and latency are beside it. `baseline` names the side the ratios are taken against.
+ * `order` is the order of measurement when it is not the order of the table: sides measured next to each other in
+ * every round share the machine's state of those seconds (see `pairedRatio`). Each row keeps its rounds' CPU µs/op
+ * (`cpuRounds`, in round order).
  */
 export async function compare(
   title,
   sides,
-  { baseline, seconds = options.seconds, rounds = options.rounds } = {},
+  { baseline, seconds = options.seconds, rounds = options.rounds, order = sides } = {},
 ) {
-  for (const side of sides) await runAlone(side, sides, 1);
+  for (const side of order) await runAlone(side, sides, 1);
   const samples = new Map(sides.map((s) => [s, []]));
   for (let round = 0; round < rounds; round++) {
-    const order = round % 2 ? [...sides].reverse() : sides;
-    for (const side of order) {
+    for (const side of round % 2 ? [...order].reverse() : order) {
       const before = await sideCpu(side);
       const r = await runAlone(side, sides, seconds);
       const after = await sideCpu(side);
@@ -230,6 +248,7 @@ export async function compare(
       cpuUs: round1(pick('cpuUs')),
       cpuMin: round1(Math.min(...cpu)),
       cpuMax: round1(Math.max(...cpu)),
+      cpuRounds: cpu.map(round1),
       ownCpuUs: side.pgApp ? round1(pick('ownCpuUs')) : undefined,
       opsPerSec: Math.round(pick('opsPerSec')),
       p50: round2(pick('p50')),
@@ -238,7 +257,7 @@ export async function compare(
       ...(side.name === baseline ? { baseline: true } : {}),
     };
   });
-  printTable(title, rows, baseline);
+  printTable(title, rows, baseline, { rounds, seconds });
   results[title] = rows;
   return Object.fromEntries(rows.map((r) => [r.name, r]));
 }
@@ -281,10 +300,15 @@ function signal(pid, name) {
 const round2 = (x) => (x === undefined ? undefined : Math.round(x * 100) / 100);
 const round1 = (x) => (x === undefined || !Number.isFinite(x) ? undefined : Math.round(x * 10) / 10);
 
-export function printTable(title, rows, baselineName) {
+export function printTable(
+  title,
+  rows,
+  baselineName,
+  { rounds = options.rounds, seconds = options.seconds } = {},
+) {
   const base = rows.find((r) => r.name === baselineName);
   const col = (v, w) => String(v ?? '-').padStart(w);
-  console.log(`\n${title} — medians of ${options.rounds} rounds × ${options.seconds} s`);
+  console.log(`\n${title} — medians of ${rounds} rounds × ${seconds} s`);
   console.log(
     `${'side'.padEnd(66)}${col('CPU µs/op', 10)}${col('(min–max)', 16)}${col('÷ base', 8)}${col('ops/s', 8)}${col('p50 ms', 8)}${col('p99 ms', 8)}${col('RSS MiB', 8)}`,
   );

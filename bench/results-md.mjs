@@ -11,7 +11,11 @@ const lines = [
   `Run of ${meta.started.slice(0, 16).replace('T', ' ')}–${meta.finished.slice(11, 16)} UTC: node ${meta.node}, ` +
     `${meta.cpu}; load average ${meta.loadavgAtStart.map((l) => l.toFixed(2)).join(' ')} at the start, ` +
     `${meta.loadavgAtEnd.map((l) => l.toFixed(2)).join(' ')} at the end; servers ${meta.pinned ? 'pinned to core 0' : 'unpinned'}; ` +
-    `${meta.options.rounds} rounds × ${meta.options.seconds} s per side, ${meta.options.connections} connections ` +
+    `${meta.options.rounds} rounds × ${meta.options.seconds} s per side` +
+    (meta.options.growthRounds
+      ? ` (${meta.options.growthRounds} for the growth tables' refresh rotations)`
+      : '') +
+    `, ${meta.options.connections} connections ` +
     `(HTTP sides), ${meta.options.chains} concurrent refresh chains.`,
 ];
 for (const [title, rows] of Object.entries(results)) {

@@ -1,6 +1,7 @@
 // `npm run bench`: every benchmark, each side measured against its baselines and peers in the same run.
 // Options (environment): BENCH_SCENARIOS (comma list of rest, mcp, agency-mcp, refresh, growth; default all),
-// BENCH_SECONDS (per side and round, default 5), BENCH_ROUNDS (default 3), BENCH_CONNECTIONS (default 50),
+// BENCH_SECONDS (per side and round, default 5), BENCH_ROUNDS (default 3), BENCH_GROWTH_ROUNDS (the growth tables'
+// refresh rotations, default 6), BENCH_CONNECTIONS (default 50),
 // BENCH_CHAINS (concurrent refresh chains, default 20), BENCH_GROWTH_ROWS (default 1,000,000),
 // BENCH_DISTINCT_TOKENS (default 100,000), BENCH_JSON (write every table there), BENCH_CHART (the SVG chart's path,
 // default docs/performance-growth.svg; `none` for no chart), BENCH_CPU_PROF=<dir> (V8 CPU profiles of the servers),
