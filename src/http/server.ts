@@ -15,6 +15,7 @@ import type { Config, Surface } from '../config/config.js';
 import { newId } from '../base/ids.js';
 import type { Metrics } from '../base/metrics.js';
 import { keepTickObjectShape } from '../base/tick-shape.js';
+import { endOfTurn } from '../base/turn-end.js';
 import { applyV8Flags } from '../base/v8-flags.js';
 import { deferredChildLogger } from './deferred-logger.js';
 import { ApiError, type ErrorCode } from './errors.js';
@@ -280,11 +281,21 @@ function answerBesideFastify(
       const elapsedMs = performance.now() - started;
       requestLog.record(log, request.method!, answer.route, request.url!, answer.status, elapsedMs, id);
     };
+    // With the turn's other answers (base/turn-end.ts). A throw here would be a bug; it closes this connection only.
+    const writeAtTurnEnd = (answer: FastResponse, id: string) => {
+      endOfTurn()
+        .then(() => write(answer, id))
+        .catch((err: unknown) => {
+          log.error({ err, request_id: id }, 'fast path answer failed; the connection is closed');
+          request.socket.destroy();
+        });
+    };
     if (closing) return fastify(request, response);
+    // A form's answer is written when its write commits, with the other writes of that commit: already together.
     if (forms?.(request, write, () => fastify(request, response))) return;
     const answer = tryFastPath(fastPath, request, log);
     if (!answer) return fastify(request, response);
-    write(answer, newId('req'));
+    writeAtTurnEnd(answer, newId('req'));
   });
 }
 

@@ -3,6 +3,7 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import { endOfTurn } from '../base/turn-end.js';
 import { OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
 import { type ErrorClass, renderErrors } from '../http/framework-errors.js';
 import type { SurfaceServerOptions } from '../http/server.js';
@@ -113,6 +114,8 @@ export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptio
         );
       }
       const fast = o.fastPath && (await o.fastPath(request));
+      // Written with the turn's other answers (base/turn-end.ts); the interruption is checked after the wait.
+      if (fast) await endOfTurn();
       const interrupted = o.interruption?.(request);
       if (interrupted) return sendInterruption(request, reply, interrupted);
       // Serialized already: through an identity serializer Fastify sends the string with its content type as it is

@@ -1,6 +1,7 @@
 import type SQLite from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
+import { afterTurnAnswers } from '../base/turn-end.js';
 import { coalesced, type CoalescedStatement } from './coalesce.js';
 import type { Database } from './schema.js';
 
@@ -92,7 +93,8 @@ function watched<T>(watch: Outcomes, work: () => T | Promise<T>): Promise<T> {
  * run alone is a transaction of its own, and starting and ending one (the WAL read lock taken and released, two
  * system calls) cost more than the read: a point read measured 13–21 µs alone under load here, and a write statement
  * inside a transaction 2–4 µs. So the first read of a turn opens a deferred transaction, the reads that follow in the
- * same turn (other requests' included) run in it, and it ends when the turn does (`setImmediate`), or sooner, before
+ * same turn (other requests' included) run in it, and it ends when the turn does (after the turn's answers:
+ * base/turn-end.ts), or sooner, before
  * anything writes: a write, a group commit and every statement Kysely runs end it first, so no write ever joins it
  * and this process always reads its own writes. A read sees the database as of the turn's first read: another
  * process's commit made during that turn shows from the next one.
@@ -120,14 +122,14 @@ export class SharedRead {
     if (!this.open) {
       this.begin.run();
       this.open = true;
-      setImmediate(this.endAtTurnEnd);
+      afterTurnAnswers(this.endAtTurnEnd);
     }
     return fn();
   }
 
   /**
    * Ends the shared read, if open. It wrote nothing, so its end cannot fail but on a closed connection; it runs from
-   * `setImmediate` too, where a throw would end the process.
+   * a microtask at the turn's end too, where a throw would end the process.
    */
   end(): void {
     if (!this.open) return;
