@@ -125,7 +125,7 @@ export const options = {
   chains: Number(process.env.BENCH_CHAINS ?? 20),
   /**
    * Rounds of the growth tables' refresh rotations, whose verdict is a ratio within ±20 %: more than the other tables,
-   * as three rounds cannot tell a 20 % step from this machine's draw (docs/performance.md, "Cost as data grows").
+   * as three rounds cannot tell a 20 % step from this machine's draw (docs/performance.md, Method).
    */
   growthRounds: Math.max(1, Number(process.env.BENCH_GROWTH_ROUNDS ?? 6)),
   /** Rows in refresh_tokens for the largest data-size step (connections are a tenth of it). */
@@ -168,8 +168,9 @@ const median = (values) => {
 /**
  * `side` ÷ `base` by CPU µs per operation, as the median of the ratios of each round: the two measured back to back
  * (compare's `order`), each ratio is taken within one state of the machine, whose draw then cancels. On this
- * machine's shared cores a side's rounds spread up to 1.9× (docs/performance.md, "Cost as data grows"), so a ratio of
- * two medians taken minutes apart can read the draw as a difference. Returns the ratio and the rounds' ratios.
+ * machine's shared cores a side's rounds spread up to 1.9×, so a ratio of two medians taken minutes apart can read
+ * the draw as a difference (an A/A check of both readings: docs/performance.md, Method). Returns the ratio and the
+ * rounds' ratios.
  */
 export function pairedRatio(base, side) {
   const rounds = side.cpuRounds.map((cpu, i) => cpu / base.cpuRounds[i]);
@@ -300,12 +301,7 @@ function signal(pid, name) {
 const round2 = (x) => (x === undefined ? undefined : Math.round(x * 100) / 100);
 const round1 = (x) => (x === undefined || !Number.isFinite(x) ? undefined : Math.round(x * 10) / 10);
 
-export function printTable(
-  title,
-  rows,
-  baselineName,
-  { rounds = options.rounds, seconds = options.seconds } = {},
-) {
+export function printTable(title, rows, baselineName, { rounds, seconds }) {
   const base = rows.find((r) => r.name === baselineName);
   const col = (v, w) => String(v ?? '-').padStart(w);
   console.log(`\n${title} — medians of ${rounds} rounds × ${seconds} s`);

@@ -281,21 +281,19 @@ function answerBesideFastify(
       const elapsedMs = performance.now() - started;
       requestLog.record(log, request.method!, answer.route, request.url!, answer.status, elapsedMs, id);
     };
-    // With the turn's other answers (base/turn-end.ts). A throw here would be a bug; it closes this connection only.
-    const writeAtTurnEnd = (answer: FastResponse, id: string) => {
-      endOfTurn()
-        .then(() => write(answer, id))
-        .catch((err: unknown) => {
-          log.error({ err, request_id: id }, 'fast path answer failed; the connection is closed');
-          request.socket.destroy();
-        });
-    };
     if (closing) return fastify(request, response);
     // A form's answer is written when its write commits, with the other writes of that commit: already together.
     if (forms?.(request, write, () => fastify(request, response))) return;
     const answer = tryFastPath(fastPath, request, log);
     if (!answer) return fastify(request, response);
-    writeAtTurnEnd(answer, newId('req'));
+    // With the turn's other answers (base/turn-end.ts). A throw here would be a bug; it closes this connection only.
+    const id = newId('req');
+    endOfTurn()
+      .then(() => write(answer, id))
+      .catch((err: unknown) => {
+        log.error({ err, request_id: id }, 'fast path answer failed; the connection is closed');
+        request.socket.destroy();
+      });
   });
 }
 
