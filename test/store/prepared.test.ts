@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { endOfTurn } from '../../src/base/turn-end.js';
 import type { Store } from '../../src/store/database.js';
 import { ENGINE, freshStore } from '../helpers/harness.js';
 
@@ -188,6 +189,18 @@ describe('shared read of a turn (sqlite, on every run)', () => {
     expect(await read('from-other')).toBe(0);
     await nextTurn();
     expect(await read('from-other')).toBe(1);
+  });
+
+  it("ends after the answers of its turn: an answer written at the turn's end still reads the turn's snapshot", async () => {
+    await nextTurn();
+    expect(await read('after-answers')).toBe(0);
+    other.prepare('INSERT INTO notes_t (id, n) VALUES (?, 1)').run('after-answers');
+    // Where a fast path writes its answer (base/turn-end.ts): the shared read has not ended yet, so no COMMIT and lock
+    // release come between a request and its answer.
+    await endOfTurn();
+    expect(await read('after-answers')).toBe(0);
+    await nextTurn();
+    expect(await read('after-answers')).toBe(1);
   });
 
   it('a write after a read in the same turn commits on its own, at once', async () => {
