@@ -1,6 +1,8 @@
 import type { IncomingMessage } from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { meFastPath } from '../../src/api/me-fast-path.js';
+import type * as TurnEndModule from '../../src/base/turn-end.js';
+import { waitsOf } from '../helpers/counted-turn-end.js';
 import { accessLine as accessLineOf, sendToBoth, type Side } from '../helpers/fast-path-compare.js';
 import { signIn, startTestServer, type TestServer, userId } from '../helpers/harness.js';
 import { type RawResponse, rawRequest } from '../helpers/raw-http.js';
@@ -12,6 +14,15 @@ import { connect } from '../auth/oauth-helpers.js';
  * status, headers in the same order, body, access log line and metrics; and every request it does not serve from its
  * caches must reach the route. One server with the fast path, one with REST_FAST_PATH=off, the same requests to both.
  */
+// Counts the answers that wait for the end of the event loop's turn (test/helpers/counted-turn-end.ts).
+const waits = vi.hoisted(() => ({ count: 0 }));
+vi.mock('../../src/base/turn-end.js', async (importOriginal) =>
+  (await import('../helpers/counted-turn-end.js')).countedTurnEnd(
+    await importOriginal<typeof TurnEndModule>(),
+    waits,
+  ),
+);
+
 let fast: TestServer;
 let slow: TestServer;
 const tokens = { fast: '', slow: '' };
@@ -112,6 +123,14 @@ describe('GET /me beside Fastify answers exactly what the route answers', () => 
     }
     // The route reads the user through the cache's `get`; the fast path only peeks at it.
     expect(routeReads).toEqual({ fast: 0, slow: 2 });
+  });
+
+  it("a fast answer is written with the turn's other answers: it waits for the turn's end, the route's does not", async () => {
+    await both();
+    const me = (side: Side) => () =>
+      fetch(`${server(side).url.api}/me`, { headers: { authorization: `Bearer ${tokens[side]}` } });
+    expect(await waitsOf(waits, me('fast'))).toEqual({ status: 200, waits: 1 });
+    expect(await waitsOf(waits, me('slow'))).toEqual({ status: 200, waits: 0 });
   });
 
   it.each([
