@@ -22,6 +22,7 @@ import {
   note,
   options,
   pairedRatio,
+  pairedReading,
   percentiles,
   sessionToken,
   startSvc,
@@ -380,8 +381,7 @@ async function measureEngine(engine, steps) {
   const rot = pairedRatio(rotations[empty.rotation.name], rotations[biggest.rotation.name]);
   verdict(
     `${name}: refresh rotation at ${label(biggest.rows)} rows ÷ empty`,
-    `${times(rot.ratio, 1.2)} (the median of ${rot.rounds.length} rounds' ratios, the two sides measured back to ` +
-      `back: ${rot.rounds.map((r) => r.toFixed(2)).join(', ')})`,
+    `${times(rot.ratio, 1.2)} (${pairedReading(rot, rotations[biggest.rotation.name].cpuUs / rotations[empty.rotation.name].cpuUs)})`,
     rot.ratio <= 1.2,
     '≤ 1.2×',
   );

@@ -178,6 +178,17 @@ export function pairedRatio(base, side) {
 }
 
 /**
+ * How a target line names a paired ratio: its rounds, and beside them the ratio of the two sides' medians (the
+ * reading before 2026-11-25, what the table's "÷ base" column shows), so that a reader sees both.
+ */
+export function pairedReading({ rounds }, ofMedians) {
+  return (
+    `the median of ${rounds.length} rounds' ratios, the two sides measured back to back: ` +
+    `${rounds.map((r) => r.toFixed(2)).join(', ')}; ratio of the medians ${ofMedians.toFixed(2)}`
+  );
+}
+
+/**
  * The CPU seconds charged to a side: its server process, plus (for a PostgreSQL side, `pgApp` = the
  * application_name its pool connects with) the PostgreSQL backends serving it, which run outside the process.
  */

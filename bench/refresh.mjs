@@ -5,7 +5,17 @@
 // Targets: ≥ 3× oidc-provider by CPU µs per rotation on the embedded database, ≥ 2× on PostgreSQL; p99 ≤ 10 ms at
 // 20 concurrent chains. Standalone: `npm run build && node bench/refresh.mjs`.
 import { createServer } from 'node:net';
-import { compare, options, percentiles, spawnServer, startSvc, times, verdict } from './lib.mjs';
+import {
+  compare,
+  options,
+  pairedRatio,
+  pairedReading,
+  percentiles,
+  spawnServer,
+  startSvc,
+  times,
+  verdict,
+} from './lib.mjs';
 import { KeepAliveClient } from './http-client.mjs';
 import { connectAgent } from './oauth-flow.mjs';
 import { pgEnd, pgReady, pgSchema } from './pg.mjs';
@@ -134,31 +144,31 @@ async function peerOn(label, store, env, pgApp, stops) {
 export async function run() {
   const stops = [];
   try {
-    const groups = [
-      await oursOn('embedded database', {}, undefined, stops),
-      await peerOn('in-memory store', 'memory', {}, undefined, stops),
-      await peerOn('SQLite adapter', 'sqlite', {}, undefined, stops),
-    ];
+    const ours = await oursOn('embedded database', {}, undefined, stops);
+    const inMemory = await peerOn('in-memory store', 'memory', {}, undefined, stops);
+    const onSqlite = await peerOn('SQLite adapter', 'sqlite', {}, undefined, stops);
     // The same service with RS256 keys, so that the choice of algorithm is measured in the same run.
-    if (SIGNING_ALG !== 'RS256') {
-      groups.splice(
-        1,
-        0,
-        await oursOn('embedded database, RS256 keys', { SIGNING_ALG: 'RS256' }, undefined, stops),
-      );
-    }
+    const rs256 =
+      SIGNING_ALG === 'RS256'
+        ? undefined
+        : await oursOn('embedded database, RS256 keys', { SIGNING_ALG: 'RS256' }, undefined, stops);
+    let onPostgres = [];
     if (await pgReady()) {
       const ourSchema = await pgSchema();
       stops.push(() => ourSchema.drop());
-      groups.push(await oursOn('PostgreSQL', { DATABASE_URL: ourSchema.url }, ourSchema.app, stops));
+      const oursPg = await oursOn('PostgreSQL', { DATABASE_URL: ourSchema.url }, ourSchema.app, stops);
       const peerSchema = await pgSchema({ seed: false });
       stops.push(() => peerSchema.drop());
       const env = { PEER_DATABASE_URL: peerSchema.url };
-      groups.push(await peerOn('PostgreSQL adapter', 'postgres', env, peerSchema.app, stops));
+      onPostgres = [oursPg, await peerOn('PostgreSQL adapter', 'postgres', env, peerSchema.app, stops)];
     }
+    const groups = [ours, rs256, inMemory, onSqlite, ...onPostgres].filter(Boolean);
+    // Each target's two sides are measured back to back in every round (ours between the two peers it is held
+    // against), and its verdict is their paired ratio (lib.mjs, pairedRatio).
+    const measured = [inMemory, ours, onSqlite, rs256, ...onPostgres].filter(Boolean);
     const table = (kind, title) => {
       const sides = groups.map((g) => g[kind]);
-      return compare(title, sides, { baseline: sides[0].name });
+      return compare(title, sides, { baseline: sides[0].name, order: measured.map((g) => g[kind]) });
     };
     const seq = await table('sequential', 'Refresh token rotation, sequential (one chain)');
     const conc = await table('concurrent', `Refresh token rotation, ${options.chains} concurrent chains`);
@@ -176,13 +186,20 @@ function report(seq, conc) {
     ['sequential', seq],
     [`${options.chains} concurrent`, conc],
   ]) {
-    const x = (a, b) => (t[a] && t[b] ? t[b].cpuUs / t[a].cpuUs : undefined);
-    const e = x('ours, embedded database', 'oidc-provider, in-memory store');
-    const es = x('ours, embedded database', 'oidc-provider, SQLite adapter');
-    const p = x('ours, PostgreSQL', 'oidc-provider, PostgreSQL adapter');
-    if (e) verdict(`${label}: ours vs oidc-provider in memory`, `${times(e, 3)} cheaper`, e >= 3, '≥ 3×');
-    if (es) verdict(`${label}: ours vs oidc-provider on SQLite`, `${times(es, 3)} cheaper`, es >= 3, '≥ 3×');
-    if (p) verdict(`${label}: ours vs oidc-provider on PostgreSQL`, `${times(p, 2)} cheaper`, p >= 2, '≥ 2×');
+    const against = (ourName, peerName, peerLabel, bound) => {
+      const [a, b] = [t[ourName], t[peerName]];
+      if (!a || !b) return;
+      const x = pairedRatio(a, b);
+      verdict(
+        `${label}: ours vs oidc-provider ${peerLabel}`,
+        `${times(x.ratio, bound)} cheaper (${pairedReading(x, b.cpuUs / a.cpuUs)})`,
+        x.ratio >= bound,
+        `≥ ${bound}×`,
+      );
+    };
+    against('ours, embedded database', 'oidc-provider, in-memory store', 'in memory', 3);
+    against('ours, embedded database', 'oidc-provider, SQLite adapter', 'on SQLite', 3);
+    against('ours, PostgreSQL', 'oidc-provider, PostgreSQL adapter', 'on PostgreSQL', 2);
   }
   for (const name of ['ours, embedded database', 'ours, PostgreSQL']) {
     const r = conc[name];
