@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { connect as openSocket, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { meFastPath } from '../../src/api/me-fast-path.js';
 import type * as TurnEndModule from '../../src/base/turn-end.js';
@@ -194,6 +195,70 @@ function fastAnswer(o: { method?: string; url?: string; headers?: [string, strin
   } as unknown as IncomingMessage;
   return meFastPath(fast.services.ctx)(request);
 }
+
+describe('GET /me beside Fastify on a connection used the way clients use it', () => {
+  const request = (path: string, last = false) =>
+    `GET ${path} HTTP/1.1\r\nHost: svc\r\nAuthorization: Bearer ${tokens.fast}\r\n` +
+    `${last ? 'Connection: close\r\n' : ''}\r\n`;
+
+  function socketTo(): Socket {
+    const url = new URL(fast.url.api);
+    return openSocket(Number(url.port), url.hostname);
+  }
+
+  /** Writes `requests` in one write on one connection; resolves with all the server sent until it closed. */
+  function pipelined(requests: string[]): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const socket = socketTo();
+      const chunks: Buffer[] = [];
+      socket.on('data', (c: Buffer) => chunks.push(c));
+      socket.on('error', reject);
+      socket.on('end', () => resolve(Buffer.concat(chunks).toString()));
+      socket.write(requests.join(''));
+    });
+  }
+
+  it("pipelined requests get their answers in order, the fast path's and the route's alike", async () => {
+    await send('fast'); // the caches hold the token, its session and the user from here on
+    const waited = waits.count;
+    const text = await pipelined([request('/me'), request('/health'), request('/me', true)]);
+    expect([...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1])).toEqual(['200', '200', '200']);
+    // The two /me answers came from the fast path, written at the end of their turns; /health in between.
+    expect(waits.count - waited).toBe(2);
+    const [first, health, last] = [
+      text.indexOf(ids.fast),
+      text.indexOf('"healthy"'),
+      text.lastIndexOf(ids.fast),
+    ];
+    expect(first).toBeGreaterThan(-1);
+    expect(first < health && health < last).toBe(true);
+    const requestIds = [...text.matchAll(/^x-request-id: (\S+)/gim)].map((m) => m[1]);
+    expect(new Set(requestIds).size).toBe(3);
+  });
+
+  it('clients that close or half-close right behind their request cost their connections only', async () => {
+    await send('fast');
+    const errorsBefore = fast.logs.lines.filter((l) => Number(l['level']) >= 50).length;
+    const clients = Array.from({ length: 10 }, (_, i) => {
+      const socket = socketTo();
+      socket.on('error', () => {});
+      let received = '';
+      socket.on('data', (c: Buffer) => (received += c.toString()));
+      const closed = new Promise<string>((resolve) => socket.on('close', () => resolve(received)));
+      // Half the clients close at once after writing their request; half half-close with it (its FIN right behind).
+      if (i % 2) socket.end(request('/me'));
+      else socket.write(request('/me'), () => socket.destroy());
+      return { halfClosed: i % 2 === 1, closed };
+    });
+    for (const { halfClosed, closed } of clients) {
+      const received = await closed;
+      // A half-closed client still reads: it gets its answer, then the server closes.
+      if (halfClosed) expect(received).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    }
+    expect((await send('fast')).status).toBe(200);
+    expect(fast.logs.lines.filter((l) => Number(l['level']) >= 50).length).toBe(errorsBefore);
+  });
+});
 
 describe('the fast path serves only what it holds in memory, and leaves the rest to the route', () => {
   it('answers a cached token with a live session and a cached user', async () => {
