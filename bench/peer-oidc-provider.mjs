@@ -96,7 +96,19 @@ async function chain(client) {
 const client = await provider.Client.find(clientId);
 const tokens = [];
 for (let i = 0; i < Number(process.env.PEER_CHAINS ?? 1); i++) tokens.push(await chain(client));
-const server = createServer(provider.callback());
+const callback = provider.callback();
+const server = createServer((req, res) => {
+  // The bench's own route, beside the provider's: a fresh chain (a new grant and its first refresh token), so that the
+  // rotation loops can keep every chain short (PEER_CHAIN_LENGTH in bench/refresh.mjs says why).
+  if (req.method === 'POST' && req.url === '/bench/chain') {
+    chain(client).then(
+      (token) => res.writeHead(200, { 'content-type': 'text/plain' }).end(token),
+      (error) => res.writeHead(500).end(String(error)),
+    );
+    return;
+  }
+  callback(req, res);
+});
 server.listen(port, '127.0.0.1', () => {
   console.log(`peer ${issuer} client ${clientId} chains ${JSON.stringify(tokens)}`);
 });
