@@ -1,12 +1,14 @@
-// The floor of a durable refresh rotation on this machine: the least any token endpoint must do to rotate a refresh
-// token and answer only once the rotation is on disk. node:http reads a form POST; one SQLite transaction (WAL,
-// `synchronous = FULL`, as the service) consumes the presented token by compare-and-set and stores its successor;
-// one access token is signed with FLOOR_ALG; the JSON answer is written. No client, grant, connection, scope or reuse
-// rule, no log, no metrics: what is left is the HTTP exchange, the synced commit and the signature, so a side's CPU per
-// rotation divided by this one's is what its own rules and framework cost, and the in-memory peer's divided by this
-// one's is the most any rotation durable on this disk can be cheaper than it. Sequential only: alone, each rotation
-// pays its own sync (with many chains a server shares one sync among the rotations of a turn, which this does not).
-// It prints its URL and FLOOR_CHAINS refresh tokens.
+// The floor of a durable refresh rotation on the service's stack: the least a token endpoint built on node:http,
+// better-sqlite3 and node:crypto must do to rotate a refresh token and answer only once the rotation is on disk.
+// node:http reads a form POST; one SQLite transaction (WAL, `synchronous = FULL`, the service's durability; SQLite's
+// own checkpoints) consumes the presented token by compare-and-set and stores its successor; one access token is
+// signed with FLOOR_ALG; the JSON answer is written. No client, grant, connection, scope or reuse rule, no log, no
+// metrics: what is left is the HTTP exchange, the synced commit and the signature. A side's CPU per rotation divided
+// by this one's is what its own rules and framework cost; the in-memory peer's divided by this one's is the most a
+// rotation synced before its answer can be cheaper than that peer on this stack (another stack, or a design writing
+// less than a row and an index entry per rotation, could go lower by what it saves outside the sync). Sequential
+// only: alone, each rotation pays its own sync (with many chains a server can share one sync among a turn's
+// rotations, which this does not). It prints its URL and FLOOR_CHAINS refresh tokens.
 import Database from 'better-sqlite3';
 import { createHash, generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
