@@ -179,11 +179,12 @@ export function pairedRatio(base, side) {
 
 /**
  * How a target line names a paired ratio: its rounds, and beside them the ratio of the two sides' medians (the
- * reading before 2026-11-25, what the table's "÷ base" column shows), so that a reader sees both.
+ * reading before 2026-11-25, what the table's "÷ base" column shows), so that a reader sees both. `measured` says how
+ * the two sides stood in each round's order.
  */
-export function pairedReading({ rounds }, ofMedians) {
+export function pairedReading({ rounds }, ofMedians, measured = 'the two sides measured back to back') {
   return (
-    `the median of ${rounds.length} rounds' ratios, the two sides measured back to back: ` +
+    `the median of ${rounds.length} rounds' ratios, ${measured}: ` +
     `${rounds.map((r) => r.toFixed(2)).join(', ')}; ratio of the medians ${ofMedians.toFixed(2)}`
   );
 }

@@ -60,13 +60,10 @@ export const PEER_CHAIN_LENGTH = 100;
 /**
  * A side that rotates every chain in a loop, all chains at once, each on its own keep-alive connection (a light
  * client: bench/http-client.mjs says why not fetch), closed when the server stops; a non-200 answer fails the bench.
- * With `renewPath`, a chain that has made `chainLength` rotations is replaced by a fresh one from that route; the
- * chains start at staggered counts, so that they do not all renew at once.
+ * With `renewPath`, a chain that has made PEER_CHAIN_LENGTH rotations is replaced by a fresh one from that route (its
+ * `rotations` count may start above 0, so that a side's chains do not all renew at once).
  */
-export function rotationSide(
-  name,
-  { pid, pgApp, tokenUrl, path = '/oauth/token', chains, renewPath, chainLength = PEER_CHAIN_LENGTH },
-) {
+export function rotationSide(name, { pid, pgApp, tokenUrl, path = '/oauth/token', chains, renewPath }) {
   const clients = chains.map(() => new KeepAliveClient(tokenUrl));
   return {
     name,
@@ -92,7 +89,7 @@ export function rotationSide(
           if (status !== 200) throw new Error(`${name}: token endpoint answered ${status}: ${body}`);
           this.total++;
           chain.refreshToken = JSON.parse(body).refresh_token;
-          if (renewPath && ++chain.rotations >= chainLength) {
+          if (renewPath && ++chain.rotations >= PEER_CHAIN_LENGTH) {
             chain.refreshToken = await renew(client, renewPath);
             chain.rotations = 0;
           }
@@ -282,11 +279,8 @@ function floorFindings(seq) {
       'on this stack',
   );
   const above = pairedRatio(floor, ours);
-  const rounds = above.rounds.map((r) => r.toFixed(2)).join(', ');
-  note(
-    `sequential: ours ÷ the floor: ${above.ratio.toFixed(2)}× (the median of ${above.rounds.length} rounds' ratios, ` +
-      `the in-memory peer measured between them: ${rounds}; ratio of the medians ${(ours.cpuUs / floor.cpuUs).toFixed(2)})`,
-  );
+  const reading = pairedReading(above, ours.cpuUs / floor.cpuUs, 'the in-memory peer measured between them');
+  note(`sequential: ours ÷ the floor: ${above.ratio.toFixed(2)}× (${reading})`);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await run();
