@@ -38,15 +38,24 @@ export interface RefreshGrant {
   connection_expires_at: number;
 }
 
-/** A RefreshGrant: the token's row `rt` with its connection's `c`. */
-const SELECT_GRANT = `SELECT rt.hash, rt.parent_hash, rt.successor_salt, rt.scope, rt.rotated_at, rt.expires_at, rt.family,
+/** A RefreshGrant's columns: the token's row `rt` with its connection's `c`. */
+const GRANT_COLUMNS = `rt.hash, rt.parent_hash, rt.successor_salt, rt.scope, rt.rotated_at, rt.expires_at, rt.family,
   c.id, c.user_id, c.client_id, c.resource, c.agency_id, c.member_id, c.status, c.scopes AS connection_scopes,
-  c.expires_at AS connection_expires_at
-  FROM refresh_tokens rt JOIN connections c ON c.id = rt.connection_id`;
+  c.expires_at AS connection_expires_at`;
+/** SQLite, which plans without statistics, reads the token by its key, then its connection by its key. */
+const SELECT_GRANT = `SELECT ${GRANT_COLUMNS} FROM refresh_tokens rt JOIN connections c ON c.id = rt.connection_id`;
+/**
+ * PostgreSQL: the connection is read from the token's row, in a lateral subquery that the planner cannot flatten, so
+ * that the token is read first, by its key. As a join, a plan made when connections were few started from them and
+ * read each one's tokens through `refresh_tokens_connection_id`, every dead entry since the last vacuum included.
+ */
+const PG_SELECT_GRANT = `SELECT ${GRANT_COLUMNS} FROM refresh_tokens rt
+  CROSS JOIN LATERAL (SELECT * FROM connections c WHERE c.id = rt.connection_id OFFSET 0) c`;
 const FIND_GRANT = `${SELECT_GRANT} WHERE rt.hash = $1`;
+const PG_FIND_GRANT = `${PG_SELECT_GRANT} WHERE rt.hash = $1`;
 
 export async function findRefreshGrant(sql: PreparedSql, hash: string): Promise<RefreshGrant | undefined> {
-  return (await sql.rows<RefreshGrant>(FIND_GRANT, [hash]))[0];
+  return (await sql.rows<RefreshGrant>(sql.engine === 'sqlite' ? FIND_GRANT : PG_FIND_GRANT, [hash]))[0];
 }
 
 /** The connection a family belongs to, for a token of it whose row is gone (pruned after rotation). */
@@ -137,23 +146,33 @@ const INSERT_SUCCESSOR = `INSERT INTO refresh_tokens
 const SLIDE = `UPDATE connections SET expires_at = $1, last_used_at = $2 WHERE id = $3 AND status = 'active'`;
 /**
  * The grandparent of the new token, when it is of the consumed token's family (see above; a family only ever starts,
- * so a grandparent without one is a token from before families, and kept). An equality rather than `family IS NOT
- * NULL`, which PostgreSQL can read from the family index: with few families in the statistics it did, a plan that
- * walks every token of every family.
+ * so a grandparent without one is a token from before families, and kept). SQLite, which plans without statistics,
+ * reads it by its key; PostgreSQL's statements below compare the family through `coalesce`, so that no plan reads it
+ * from the family index (`PG_SAME_FAMILY`).
  */
 const PRUNE_GRANDPARENT = 'DELETE FROM refresh_tokens WHERE hash = $1 AND family = $2';
+
+/**
+ * PostgreSQL: the row to prune is found by its key alone, and its family compared after. The family's equality read
+ * from the family index walks every entry of the family since the table was last vacuumed, the dead ones included: a
+ * generic plan made on a table analyzed with few live tokens and many dead ones (a small deployment, or any table
+ * between two vacuums) did, for both `family = x` and, before lever 35, `family IS NOT NULL`. A family is a hash,
+ * never empty, so `coalesce` keeps a grandparent without one.
+ */
+const PG_SAME_FAMILY = (row: string, family: string) => `coalesce(${row}.family, '') = ${family}`;
 
 /**
  * PostgreSQL: the read and the writes as one statement (data-modifying CTEs see one snapshot and commit together), one
  * round trip where a transaction takes seven (BEGIN, the read, four writes, COMMIT). `presented` is the row as the
  * snapshot has it; the compare-and-set is made on the row as it is: a concurrent rotation of the same token waits on
  * the row lock, then finds `rotated_at` set and consumes nothing, so it also stores and deletes nothing. `guard` is
- * added to the compare-and-set. Every row is found by its key (`$2`, or a scalar subquery of the one row consumed),
+ * added to the compare-and-set, on the row `presented` read where the row as it is cannot differ (a token's expiry
+ * never changes), so that the update's plan has nothing but the key to read the token by. Every row is found by its key (`$2`, or a scalar subquery of the one row consumed),
  * never through a join, so that the plan PostgreSQL keeps for the named statement uses the primary keys whatever the
  * tables' sizes when it was made: joined on `presented`, the token's row was planned as a scan of the table.
  */
 const rotateStatement = (guard: string) => `WITH presented AS (
-    ${SELECT_GRANT} WHERE rt.hash = $2::text
+    ${PG_SELECT_GRANT} WHERE rt.hash = $2::text
   ), consumed AS (
     UPDATE refresh_tokens rt SET rotated_at = $1::bigint, successor_salt = $3::text
     FROM presented p WHERE rt.hash = $2::text AND rt.rotated_at IS NULL${guard}
@@ -167,8 +186,8 @@ const rotateStatement = (guard: string) => `WITH presented AS (
     UPDATE connections SET expires_at = $6::bigint, last_used_at = $1::bigint
     WHERE id = (SELECT connection_id FROM consumed) AND status = 'active'
   ), pruned AS (
-    DELETE FROM refresh_tokens WHERE hash = (SELECT parent_hash FROM consumed)
-      AND family = (SELECT family FROM consumed)
+    DELETE FROM refresh_tokens d WHERE d.hash = (SELECT parent_hash FROM consumed)
+      AND ${PG_SAME_FAMILY('d', '(SELECT family FROM consumed)')}
   )
   SELECT presented.*, (SELECT count(*) FROM consumed)::int AS won FROM presented`;
 
@@ -176,7 +195,7 @@ const rotateStatement = (guard: string) => `WITH presented AS (
 const ROTATE = rotateStatement('');
 /** RotationGuard, in SQL: `parseList` is `array_remove(string_to_array(…, ' '), '')`. */
 const ROTATE_GUARDED = rotateStatement(`
-      AND rt.expires_at > $1::bigint AND p.client_id = $8::text
+      AND p.expires_at > $1::bigint AND p.client_id = $8::text
       AND p.status = 'active' AND p.connection_expires_at > $1::bigint
       AND ($9::text IS NULL OR p.resource = $9::text)
       AND array_remove(string_to_array(p.scope, ' '), '') && string_to_array(p.connection_scopes, ' ')`);
@@ -184,21 +203,31 @@ const ROTATE_GUARDED = rotateStatement(`
 /**
  * ROTATE_GUARDED for many rotations at once (lever 37): the rotations that wait share one statement, one round trip
  * and one commit (store/coalesce.ts). Element i of each array is rotation i; every rotation is checked, consumed and
- * answered as by ROTATE_GUARDED alone, with its own `now` and guard. Each table is still read by key whatever the
- * plan: the tokens by `hash = ANY` of the group's hashes, the connections and the grandparents by `= ANY` of the keys
- * the consumed rows name. Two rotations of one connection in a group slide it once, to the later of their expiries.
+ * answered as by ROTATE_GUARDED alone, with its own `now` and guard. Two rotations of one connection in a group slide
+ * it once, to the later of their expiries.
+ *
+ * Each token is read by its key, one lookup per rotation (a lateral subquery that the planner cannot flatten, on the
+ * hash alone), the consuming update joins the token's row by its key and nothing else (its expiry is compared on the
+ * row `presented` read: a token's expiry never changes), and the grandparent is found by its key (`PG_SAME_FAMILY`).
+ * Read as `hash = ANY` of the group's hashes, the generic plan a connection keeps followed the statistics (lever 40):
+ * with few live tokens and many dead ones, as a table holds between two vacuums, it read each connection's tokens
+ * through `refresh_tokens_connection_id` and the unexpired ones through `refresh_tokens_expires_at`, dead entries
+ * included; on a table never analyzed it scanned the table. At 20 chains its cost grew with every rotation since the
+ * last vacuum: 378 → 997 CPU µs per rotation over a minute, the service's process and its backends together.
+ * Connections are read by `= ANY` of the keys the consumed rows name.
  */
 const ROTATE_GUARDED_MANY = `WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
       $8::text[], $9::text[])
       AS r(now, hash, salt, successor_hash, successor_salt, successor_expires_at, successor_family, client_id, resource)
   ), presented AS (
-    ${SELECT_GRANT} WHERE rt.hash = ANY ($2::text[])
+    SELECT g.* FROM unnest($2::text[]) AS k(hash)
+    CROSS JOIN LATERAL (${PG_SELECT_GRANT} WHERE rt.hash = k.hash OFFSET 0) g
   ), consumed AS (
     UPDATE refresh_tokens rt SET rotated_at = r.now, successor_salt = r.salt
-    FROM r, presented p
-    WHERE rt.hash = ANY ($2::text[]) AND r.hash = rt.hash AND p.hash = rt.hash AND rt.rotated_at IS NULL
-      AND rt.expires_at > r.now AND p.client_id = r.client_id
+    FROM r JOIN presented p ON p.hash = r.hash
+    WHERE rt.hash = p.hash AND rt.rotated_at IS NULL
+      AND p.expires_at > r.now AND p.client_id = r.client_id
       AND p.status = 'active' AND p.connection_expires_at > r.now
       AND (r.resource IS NULL OR p.resource = r.resource)
       AND array_remove(string_to_array(p.scope, ' '), '') && string_to_array(p.connection_scopes, ' ')
@@ -216,9 +245,8 @@ const ROTATE_GUARDED_MANY = `WITH r AS (
       last_used_at = (SELECT max(now) FROM consumed WHERE connection_id = c.id)
     WHERE c.id = ANY (ARRAY(SELECT connection_id FROM consumed)) AND c.status = 'active'
   ), pruned AS (
-    DELETE FROM refresh_tokens d
-    WHERE d.hash = ANY (ARRAY(SELECT parent_hash FROM consumed))
-      AND d.family = ANY (ARRAY(SELECT family FROM consumed WHERE consumed.parent_hash = d.hash))
+    DELETE FROM refresh_tokens d USING consumed gone
+    WHERE d.hash = gone.parent_hash AND ${PG_SAME_FAMILY('d', 'gone.family')}
   )
   SELECT presented.*, EXISTS (SELECT 1 FROM consumed WHERE consumed.hash = presented.hash)::int AS won
   FROM presented`;
@@ -236,7 +264,7 @@ const MAX_ROTATIONS_PER_STATEMENT = 32;
 /** The statements of a rotation by engine, for the tests that hold their plans to reads by key. */
 export const ROTATION_STATEMENTS = {
   sqlite: { FIND_GRANT, CONSUME, INSERT_SUCCESSOR, SLIDE, PRUNE_GRANDPARENT },
-  postgres: { FIND_GRANT, ROTATE, ROTATE_GUARDED, ROTATE_GUARDED_MANY },
+  postgres: { FIND_GRANT: PG_FIND_GRANT, ROTATE, ROTATE_GUARDED, ROTATE_GUARDED_MANY },
 } as const;
 
 type RotatedGrant = RefreshGrant & { won: number };

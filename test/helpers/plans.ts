@@ -40,3 +40,31 @@ export async function queryPlan(
     }
   });
 }
+
+/**
+ * The indexes through which a PostgreSQL plan (`queryPlan`'s JSON) reads `refresh_tokens`, one entry per read: an index
+ * scan's index, each index of a bitmap scan, `Seq Scan` for a scan of the table.
+ */
+export function refreshTokenReads(plan: string): string[] {
+  interface Node {
+    'Node Type': string;
+    'Relation Name'?: string;
+    'Index Name'?: string;
+    Plans?: Node[];
+  }
+  const reads: string[] = [];
+  const indexesUnder = (node: Node): string[] => [
+    ...(node['Index Name'] ? [node['Index Name']] : []),
+    ...(node.Plans ?? []).flatMap(indexesUnder),
+  ];
+  const walk = (node: Node) => {
+    if (node['Relation Name'] === 'refresh_tokens') {
+      if (node['Node Type'] === 'Seq Scan') reads.push('Seq Scan');
+      else if (node['Node Type'] === 'Bitmap Heap Scan') reads.push(...indexesUnder(node));
+      else if (node['Index Name']) reads.push(node['Index Name']);
+    }
+    node.Plans?.forEach(walk);
+  };
+  for (const { Plan } of JSON.parse(plan) as { Plan: Node }[]) walk(Plan);
+  return reads;
+}
