@@ -46,7 +46,7 @@ const GRANT_COLUMNS = `rt.hash, rt.parent_hash, rt.successor_salt, rt.scope, rt.
 const SELECT_GRANT = `SELECT ${GRANT_COLUMNS} FROM refresh_tokens rt JOIN connections c ON c.id = rt.connection_id`;
 /**
  * PostgreSQL: the connection is read from the token's row, in a lateral subquery that the planner cannot flatten, so
- * that the token is read first, by its key. As a join, a plan made when connections were few started from them and
+ * that the token comes first, looked up on its key. As a join, a plan made when connections were few started from them and
  * read each one's tokens through `refresh_tokens_connection_id`, every dead entry since the last vacuum included.
  */
 const PG_SELECT_GRANT = `SELECT ${GRANT_COLUMNS} FROM refresh_tokens rt
@@ -153,11 +153,11 @@ const SLIDE = `UPDATE connections SET expires_at = $1, last_used_at = $2 WHERE i
 const PRUNE_GRANDPARENT = 'DELETE FROM refresh_tokens WHERE hash = $1 AND family = $2';
 
 /**
- * PostgreSQL: the row to prune is found by its key alone, and its family compared after. The family's equality read
- * from the family index walks every entry of the family since the table was last vacuumed, the dead ones included: a
- * generic plan made on a table analyzed with few live tokens and many dead ones (a small deployment, or any table
- * between two vacuums) did, for both `family = x` and, before lever 35, `family IS NOT NULL`. A family is a hash,
- * never empty, so `coalesce` keeps a grandparent without one.
+ * PostgreSQL: the row to prune is looked up by its key alone, and its family compared after, where no index can serve
+ * it. The family's equality read from the family index walks every entry of the family since the table was last
+ * vacuumed, the dead ones included: a generic plan made on a table analyzed with few live tokens and many dead ones (a
+ * small deployment, or any table between two vacuums) did, for both `family = x` and, before lever 35, `family IS NOT
+ * NULL`. A family is a hash, never empty, so `coalesce` keeps a grandparent without one.
  */
 const PG_SAME_FAMILY = (row: string, family: string) => `coalesce(${row}.family, '') = ${family}`;
 
@@ -167,9 +167,11 @@ const PG_SAME_FAMILY = (row: string, family: string) => `coalesce(${row}.family,
  * snapshot has it; the compare-and-set is made on the row as it is: a concurrent rotation of the same token waits on
  * the row lock, then finds `rotated_at` set and consumes nothing, so it also stores and deletes nothing. `guard` is
  * added to the compare-and-set, on the row `presented` read where the row as it is cannot differ (a token's expiry
- * never changes), so that the update's plan has nothing but the key to read the token by. Every row is found by its key (`$2`, or a scalar subquery of the one row consumed),
- * never through a join, so that the plan PostgreSQL keeps for the named statement uses the primary keys whatever the
- * tables' sizes when it was made: joined on `presented`, the token's row was planned as a scan of the table.
+ * never changes), so that the update's plan has nothing but the key to read the token by. Every row is looked up by
+ * its key (`$2`, or a scalar subquery of the one row consumed), never through a join, and no condition on
+ * `refresh_tokens` but its key can be served by an index: whatever the statistics when PostgreSQL made the plan it
+ * keeps for the named statement, the plan reads the table by its primary key or, while the table is believed tiny,
+ * scans it (joined on `presented`, the token's row was once planned as a scan of a table that was not).
  */
 const rotateStatement = (guard: string) => `WITH presented AS (
     ${PG_SELECT_GRANT} WHERE rt.hash = $2::text
@@ -206,15 +208,17 @@ const ROTATE_GUARDED = rotateStatement(`
  * answered as by ROTATE_GUARDED alone, with its own `now` and guard. Two rotations of one connection in a group slide
  * it once, to the later of their expiries.
  *
- * Each token is read by its key, one lookup per rotation (a lateral subquery that the planner cannot flatten, on the
- * hash alone), the consuming update joins the token's row by its key and nothing else (its expiry is compared on the
- * row `presented` read: a token's expiry never changes), and the grandparent is found by its key (`PG_SAME_FAMILY`).
- * Read as `hash = ANY` of the group's hashes, the generic plan a connection keeps followed the statistics (lever 40):
- * with few live tokens and many dead ones, as a table holds between two vacuums, it read each connection's tokens
- * through `refresh_tokens_connection_id` and the unexpired ones through `refresh_tokens_expires_at`, dead entries
- * included; on a table never analyzed it scanned the table. At 20 chains its cost grew with every rotation since the
- * last vacuum: 378 → 997 CPU µs per rotation over a minute, the service's process and its backends together.
- * Connections are read by `= ANY` of the keys the consumed rows name.
+ * Each token is looked up by its key, one lookup per rotation (a lateral subquery that the planner cannot flatten, on
+ * the hash alone); the consuming update joins the token's row on its key and nothing else (its expiry is compared on
+ * the row `presented` read: a token's expiry never changes); the grandparent is joined on its key, its family compared
+ * where no index serves it (`PG_SAME_FAMILY`). So no plan reads `refresh_tokens` through a secondary index, and a scan
+ * is left to a table believed tiny (a nested loop on the key is still the planner's choice by cost). Read as `hash =
+ * ANY` of the group's hashes, the generic plan a connection keeps followed the statistics (lever 40): with few live
+ * tokens and many dead ones, as a table holds between two vacuums, it read each connection's tokens through
+ * `refresh_tokens_connection_id` and the unexpired ones through `refresh_tokens_expires_at`, dead entries included; on
+ * a small table never analyzed it chose a scan, and kept it while the table grew. At 20 chains its cost grew with
+ * every rotation since the last vacuum: 378 → 997 CPU µs per rotation over a minute, the service's process and its
+ * backends together. Connections are read by `= ANY` of the keys the consumed rows name.
  */
 const ROTATE_GUARDED_MANY = `WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],

@@ -176,39 +176,44 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
     ];
   }
 
-  describe.runIf(ENGINE === 'postgres')(
-    'plans on a table of few live tokens and many dead ones (PostgreSQL)',
-    () => {
-      // A table a deployment's rotations churn: each rotation leaves a dead row and dead index entries until a vacuum.
-      // Every statement of a rotation must then read `refresh_tokens` by its key alone, whatever the statistics say:
-      // the connection's or the expiry's index walks every dead entry of the connection, or of the table, since the last
-      // vacuum. A table believed tiny is scanned, as it should be while it is; these tables are not. (Before the next
-      // test, whose 20,000 live tokens would make any plan read by key.)
-      let c: Awaited<ReturnType<typeof connection>>;
-      beforeAll(async () => {
-        c = await connection();
-        const now = clock.now();
-        // 20,000 rotated tokens of the connection's family, deleted as rotations prune them: dead rows, not vacuumed.
-        await sql`INSERT INTO refresh_tokens
+  describe.runIf(ENGINE === 'postgres')('plans as rotations churn the table (PostgreSQL)', () => {
+    // Each rotation leaves a dead row and dead index entries until a vacuum. Every statement of a rotation must read
+    // `refresh_tokens` by its primary key whatever the statistics when the plan was made: the connection's or the
+    // expiry's index walks every dead entry of the connection, or of the table, since the last vacuum, and a scan
+    // chosen while the table was small is kept while it grows unless it is analyzed again. The cases build on each
+    // other, in order, and run before the next test, whose 20,000 live tokens would make any plan read by key.
+    let c: Awaited<ReturnType<typeof connection>>;
+    beforeAll(async () => {
+      // No vacuum or analyze of the server's own in between (the suite's server may run autovacuum).
+      await sql`ALTER TABLE refresh_tokens SET (autovacuum_enabled = false)`.execute(store.db);
+      c = await connection();
+    });
+    afterAll(async () => {
+      await sql`ALTER TABLE refresh_tokens RESET (autovacuum_enabled)`.execute(store.db);
+    });
+
+    const everyReadByKey = async () => {
+      // Connections are few here, and scanned; they are updated in place (HOT) and do not pile up dead entries.
+      for (const plan of await postgresRotationPlans(c, clock.now()))
+        expect(new Set(refreshTokenReads(plan))).toEqual(new Set(['refresh_tokens_pkey']));
+    };
+
+    it('a small table, never analyzed', everyReadByKey);
+    it('20,000 dead rows, never analyzed', async () => {
+      const now = clock.now();
+      // Rotated tokens of the connection's family, deleted as rotations prune them: dead rows, not vacuumed.
+      await sql`INSERT INTO refresh_tokens
           (hash, connection_id, parent_hash, successor_salt, scope, issued_at, rotated_at, expires_at, family)
         SELECT 'dead-' || g, ${c.id}, NULL, 's', 'agency:mcp:read', ${now}, ${now}, ${now + 86_400_000}, ${c.family}
         FROM generate_series(1, 20000) g`.execute(store.db);
-        await sql`DELETE FROM refresh_tokens WHERE hash LIKE 'dead-%'`.execute(store.db);
-      });
-
-      const everyReadByKey = async () => {
-        // Connections are few here, and scanned; they are updated in place (HOT) and do not pile up dead entries.
-        for (const plan of await postgresRotationPlans(c, clock.now()))
-          expect(new Set(refreshTokenReads(plan))).toEqual(new Set(['refresh_tokens_pkey']));
-      };
-
-      it('never analyzed', everyReadByKey);
-      it('analyzed (as autovacuum does between vacuums)', async () => {
-        await sql`ANALYZE refresh_tokens, connections`.execute(store.db);
-        await everyReadByKey();
-      });
-    },
-  );
+      await sql`DELETE FROM refresh_tokens WHERE hash LIKE 'dead-%'`.execute(store.db);
+      await everyReadByKey();
+    });
+    it('20,000 dead rows, analyzed (as autovacuum does between vacuums)', async () => {
+      await sql`ANALYZE refresh_tokens, connections`.execute(store.db);
+      await everyReadByKey();
+    });
+  });
 
   it('finds every row by its key under any plan, with many tokens of no family beside a few of one', async () => {
     // Tokens from before families, as a database just migrated holds them: the statistics then say families are few,
