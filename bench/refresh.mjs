@@ -143,12 +143,13 @@ async function startPeer(store, count, env = {}) {
   });
   const [, url, clientId, list] = peer.match;
   const tokens = JSON.parse(list);
+  // Only the in-memory store's chains are renewed, each from its own starting count.
+  const renewPath = store === 'memory' ? '/bench/chain' : undefined;
   const chains = tokens.map((refreshToken, i) => ({
     clientId,
     refreshToken,
-    rotations: Math.floor((i * PEER_CHAIN_LENGTH) / tokens.length),
+    ...(renewPath && { rotations: Math.floor((i * PEER_CHAIN_LENGTH) / tokens.length) }),
   }));
-  const renewPath = store === 'memory' ? '/bench/chain' : undefined;
   return { ...peer, tokenUrl: url, path: '/token', renewPath, chains };
 }
 

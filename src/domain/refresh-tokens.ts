@@ -46,8 +46,8 @@ const GRANT_COLUMNS = `rt.hash, rt.parent_hash, rt.successor_salt, rt.scope, rt.
 const SELECT_GRANT = `SELECT ${GRANT_COLUMNS} FROM refresh_tokens rt JOIN connections c ON c.id = rt.connection_id`;
 /**
  * PostgreSQL: the connection is read from the token's row, in a lateral subquery that the planner cannot flatten, so
- * that the token comes first, looked up on its key. As a join, a plan made when connections were few started from them and
- * read each one's tokens through `refresh_tokens_connection_id`, every dead entry since the last vacuum included.
+ * that the token comes first, looked up on its key. As a join, a plan made when connections were few started from them
+ * and read each one's tokens through `refresh_tokens_connection_id`, every dead entry since the last vacuum included.
  */
 const PG_SELECT_GRANT = `SELECT ${GRANT_COLUMNS} FROM refresh_tokens rt
   CROSS JOIN LATERAL (SELECT * FROM connections c WHERE c.id = rt.connection_id OFFSET 0) c`;
@@ -218,7 +218,7 @@ const ROTATE_GUARDED = rotateStatement(`
  * `refresh_tokens_connection_id` and the unexpired ones through `refresh_tokens_expires_at`, dead entries included; on
  * a small table never analyzed it chose a scan, and kept it while the table grew. At 20 chains its cost grew with
  * every rotation since the last vacuum: 378 → 997 CPU µs per rotation over a minute, the service's process and its
- * backends together. Connections are read by `= ANY` of the keys the consumed rows name.
+ * backends together. The connections the group slides are updated by `= ANY` of the keys the consumed rows name.
  */
 const ROTATE_GUARDED_MANY = `WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
