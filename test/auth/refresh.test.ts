@@ -485,13 +485,17 @@ describe.runIf(ENGINE === 'postgres')('a refresh that waits too long for the dat
     }));
     const refreshOf = (h: { clientId: string; rt: string }) =>
       token(slow, { grant_type: 'refresh_token', refresh_token: h.rt, client_id: h.clientId });
-    // Another session holds the rows of two tokens: both rotation statements of the process wait on them.
+    // Another session holds the rows of two tokens: both rotation statements of the process wait on them, one each
+    // (each refresh is sent once the one before it waits, so that they do not share a statement).
     const lock = await holdRefreshTokenRows(
       slow.services.ctx.db,
       [first!, second!].map((h) => hashSecret(h.rt)),
     );
     try {
-      const stuck = [first!, second!].map(refreshOf);
+      const stuck = [refreshOf(first!)];
+      await lock.waitForWaiters(1);
+      stuck.push(refreshOf(second!));
+      await lock.waitForWaiters(2);
       const waited = await refreshOf(third!);
       expect(waited.res.status).toBe(503);
       expect(waited.res.headers.get('retry-after')).toBe('5');

@@ -1,4 +1,4 @@
-import type { Insertable, Kysely } from 'kysely';
+import { sql, type Insertable, type Kysely } from 'kysely';
 import type { ConnectionsTable, Database } from '../../src/store/schema.js';
 
 /**
@@ -29,17 +29,21 @@ export function connectionRow(
 /**
  * Another session holding the `refresh_tokens` rows of `hashes` (`FOR UPDATE`, in a transaction of its own) until
  * `release`: an operator's open transaction, or another instance in the middle of rotating them. `release` ends the
- * transaction and may be called more than once.
+ * transaction and may be called more than once. `waitForWaiters(n)` returns once `n` statements wait on these rows
+ * (PostgreSQL's `pg_blocking_pids`), so that a test knows a statement it started holds its connection; it fails after
+ * 5 s.
  */
 export async function holdRefreshTokenRows(
   db: Kysely<Database>,
   hashes: readonly string[],
-): Promise<{ release(): Promise<void> }> {
+): Promise<{ release(): Promise<void>; waitForWaiters(count: number): Promise<void> }> {
   let releaseLocks!: () => void;
   const held = new Promise<void>((resolve) => (releaseLocks = resolve));
   let locked!: () => void;
   const taken = new Promise<void>((resolve) => (locked = resolve));
+  let holderPid: number | undefined;
   const holder = db.transaction().execute(async (trx) => {
+    holderPid = (await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(trx)).rows[0]!.pid;
     await trx.selectFrom('refresh_tokens').select('hash').where('hash', 'in', hashes).forUpdate().execute();
     locked();
     await held;
@@ -49,6 +53,19 @@ export async function holdRefreshTokenRows(
     async release() {
       releaseLocks();
       await holder;
+    },
+    async waitForWaiters(count) {
+      const deadline = Date.now() + 5000;
+      for (;;) {
+        const { rows } = await sql<{ waiting: number }>`
+          SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE ${holderPid} = ANY(pg_blocking_pids(pid))`.execute(
+          db,
+        );
+        if (rows[0]!.waiting >= count) return;
+        if (Date.now() > deadline)
+          throw new Error(`${count} statements did not come to wait on the held rows in 5 s`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
     },
   };
 }

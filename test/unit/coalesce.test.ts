@@ -42,29 +42,39 @@ const turns = async (n: number) => {
   for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
 };
 
-it('runs alone what comes while a connection is free, and groups what waits, in key order, a few at a time', async () => {
+it('sends a turn’s calls together at its end, and groups what waits, in key order, a few at a time', async () => {
   const s = recordingStatement({ concurrency: 2 });
-  const results = ['a', 'b', 'f', 'e', 'd', 'c'].map(s.run);
+  const alone = s.run('a');
+  // Nothing is sent before the turn ends: the calls still to come in it join the statement.
+  expect(s.statements).toEqual([]);
   await turns(1);
-  expect(s.statements).toEqual([['a'], ['b']]);
+  expect(s.statements).toEqual([['a']]);
+  // One turn's calls on the connection left free: the first three (maxItems) together, in key order.
+  const results = ['b', 'f', 'e', 'd', 'c'].map(s.run);
+  await turns(1);
+  expect(s.statements).toEqual([['a'], ['b', 'e', 'f']]);
+  // Both connections busy: the rest waits, and the next statement takes it together.
   s.settle();
   await turns(3);
-  expect(s.statements.slice(2)).toEqual([['d', 'e', 'f'], ['c']]);
+  expect(s.statements.slice(2)).toEqual([['c', 'd']]);
   expect(s.mostRunning()).toBe(2);
   s.settle();
-  expect(await Promise.all(results)).toEqual(['a', 'b', 'f', 'e', 'd', 'c'].map((x) => `done ${x}`));
+  expect(await Promise.all([alone, ...results])).toEqual(
+    ['a', 'b', 'f', 'e', 'd', 'c'].map((x) => `done ${x}`),
+  );
 });
 
 it('never runs two items of one key together: the later waits for the earlier', async () => {
   const s = recordingStatement({ concurrency: 2 });
   const results = ['a#1', 'a#2', 'a#3', 'b'].map(s.run);
   await turns(1);
-  expect(s.statements).toEqual([['a#1'], ['b']]);
+  // The second connection is free, yet neither 'a#2' nor 'a#3' goes while 'a#1' is in flight.
+  expect(s.statements).toEqual([['a#1', 'b']]);
   for (let i = 0; i < 3; i++) {
     s.settle();
     await turns(3);
   }
-  expect(s.statements.slice(2)).toEqual([['a#2'], ['a#3']]);
+  expect(s.statements.slice(1)).toEqual([['a#2'], ['a#3']]);
   expect(await Promise.all(results)).toHaveLength(4);
 });
 
@@ -74,7 +84,10 @@ it('runs a group again one item at a time when it fails on one item’s account'
     concurrency: 1,
     fail: (items) => (items.includes('y') ? conflict : undefined),
   });
-  const results = ['w', 'x', 'y', 'z'].map((item) => s.run(item).then(String, (e: Error) => e.message));
+  const run = (item: string) => s.run(item).then(String, (e: Error) => e.message);
+  const results = [run('w')];
+  await turns(1);
+  results.push(...['x', 'y', 'z'].map(run));
   for (let i = 0; i < 6; i++) {
     s.settle();
     await turns(3);
@@ -86,7 +99,10 @@ it('runs a group again one item at a time when it fails on one item’s account'
 it('fails every item of a group, once, when the failure is not one item’s (an outage, a timeout)', async () => {
   const outage = Object.assign(new Error('terminating connection'), { code: '57P01', severity: 'FATAL' });
   const s = recordingStatement({ concurrency: 1, fail: (items) => (items.length > 1 ? outage : undefined) });
-  const results = ['w', 'x', 'y'].map((item) => s.run(item).then(String, (e: Error) => e.message));
+  const run = (item: string) => s.run(item).then(String, (e: Error) => e.message);
+  const results = [run('w')];
+  await turns(1);
+  results.push(...['x', 'y'].map(run));
   for (let i = 0; i < 3; i++) {
     s.settle();
     await turns(3);
@@ -118,7 +134,9 @@ it('fails every item, once, when a shared statement answers for fewer items than
     one: async (item) => (calls.push([item]), item),
     many: async (items) => (calls.push([...items]), items.slice(1)),
   });
-  const results = ['a', 'b', 'c'].map((item) => run(item).then(String, (e: Error) => e.message));
+  const results = [run('a').then(String)];
+  await turns(1);
+  results.push(...['b', 'c'].map((item) => run(item).then(String, (e: Error) => e.message)));
   expect(await Promise.all(results)).toEqual([
     'a',
     expect.stringMatching(/answered 1 of 2/),
@@ -146,6 +164,7 @@ it('settles a call whose statement throws before it starts', async () => {
 it('fails a call that waited past its deadline for a statement, and never runs it', async () => {
   const s = recordingStatement({ concurrency: 1, waitTimeoutMs: 40 });
   const stuck = s.run('a');
+  await turns(1);
   const waited = ['b', 'a#2'].map((item) => s.run(item).then(String, (e: unknown) => e));
   await turns(1);
   expect(s.statements).toEqual([['a']]);
