@@ -9,6 +9,8 @@
  * one by one, each after ~100 µs of work, the answers find their reader asleep every time; written back to back,
  * only the first does (docs/performance.md, lever 39). The wait adds no latency of its own under load: the turn ends
  * right after its last request (Node's "check" phase follows the "poll" phase that read them).
+ *
+ * The statements that calls share on PostgreSQL leave here too (store/coalesce.ts), so that a turn's calls go in one.
  */
 let pending: Promise<void> | undefined;
 

@@ -1,5 +1,6 @@
 import { sql, type Insertable, type Kysely } from 'kysely';
 import type { ConnectionsTable, Database } from '../../src/store/schema.js';
+import { within } from './ops.js';
 
 /**
  * A connection row for tests of the store layer: active, never used, granting `agency:mcp:read` for the agency MCP
@@ -55,17 +56,13 @@ export async function holdRefreshTokenRows(
       await holder;
     },
     async waitForWaiters(count) {
-      const deadline = Date.now() + 5000;
-      for (;;) {
-        const { rows } = await sql<{ waiting: number }>`
-          SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE ${holderPid} = ANY(pg_blocking_pids(pid))`.execute(
-          db,
-        );
-        if (rows[0]!.waiting >= count) return;
-        if (Date.now() > deadline)
-          throw new Error(`${count} statements did not come to wait on the held rows in 5 s`);
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
+      const waiting = async () => {
+        const { rows } = await sql<{ waiting: number }>`SELECT count(*)::int AS waiting FROM pg_stat_activity
+          WHERE ${holderPid} = ANY (pg_blocking_pids(pid))`.execute(db);
+        return rows[0]!.waiting >= count;
+      };
+      if ((await within(waiting, 5000)) < 0)
+        throw new Error(`${count} statements did not come to wait on the held rows in 5 s`);
     },
   };
 }
