@@ -179,6 +179,7 @@ async function floorOn(stops) {
 }
 
 const FLOOR = 'floor: node:http, one synced SQLite commit, one signature';
+const IN_MEMORY = 'oidc-provider, in-memory store';
 
 async function peerOn(label, store, env, pgApp, stops) {
   const sides = {};
@@ -268,35 +269,27 @@ function report(seq, conc) {
  * before its answer can be on the service's stack (node:http, better-sqlite3, node:crypto), and how far above the
  * floor ours is (its rules, framework and bookkeeping). Against the SQLite adapter the reach follows the machine's
  * sync: the adapter commits each write on its own (bench/oidc-sql-adapter.mjs), the consumed token and its successor
- * at least, where the floor commits once, so the cheaper a sync, the narrower the gap.
- * Ours and the floor have the in-memory peer measured between them; the floor and the SQLite adapter, that peer and
- * ours.
+ * at least, where the floor commits once, so the cheaper a sync, the narrower the gap. Ours and the floor have the
+ * in-memory peer measured between them; the floor and the SQLite adapter, that peer and ours.
  */
 function floorFindings(seq) {
-  const [floor, peer, ours, sqlitePeer] = [
-    FLOOR,
-    'oidc-provider, in-memory store',
-    'ours, embedded database',
-    'oidc-provider, SQLite adapter',
-  ].map((name) => seq[name]);
-  if (!floor || !peer || !ours) return;
-  const reach = pairedRatio(floor, peer);
-  note(
-    `sequential: the floor vs oidc-provider in memory: ${times(reach.ratio, 3)} cheaper ` +
-      `(${pairedReading(reach, peer.cpuUs / floor.cpuUs)}): the most a rotation synced before its answer can reach ` +
-      'on this stack',
-  );
-  if (sqlitePeer) {
-    const onSqlite = pairedRatio(floor, sqlitePeer);
-    const reading = pairedReading(
-      onSqlite,
-      sqlitePeer.cpuUs / floor.cpuUs,
-      'the in-memory peer and ours between them',
-    );
+  const [floor, ours] = [FLOOR, 'ours, embedded database'].map((name) => seq[name]);
+  if (!floor || !ours || !seq[IN_MEMORY]) return;
+  const reach = (peerName, label, { measured, meaning = '' }) => {
+    const peer = seq[peerName];
+    if (!peer) return;
+    const x = pairedRatio(floor, peer);
+    const reading = pairedReading(x, peer.cpuUs / floor.cpuUs, measured);
     note(
-      `sequential: the floor vs oidc-provider on SQLite: ${times(onSqlite.ratio, 3)} cheaper (${reading})`,
+      `sequential: the floor vs oidc-provider ${label}: ${times(x.ratio, 3)} cheaper (${reading})${meaning}`,
     );
-  }
+  };
+  reach(IN_MEMORY, 'in memory', {
+    meaning: ': the most a rotation synced before its answer can reach on this stack',
+  });
+  reach('oidc-provider, SQLite adapter', 'on SQLite', {
+    measured: 'the in-memory peer and ours between them',
+  });
   const above = pairedRatio(floor, ours);
   const reading = pairedReading(above, ours.cpuUs / floor.cpuUs, 'the in-memory peer measured between them');
   note(`sequential: ours ÷ the floor: ${above.ratio.toFixed(2)}× (${reading})`);
