@@ -8,7 +8,7 @@
 // BENCH_HEAP_PROF=<dir> (what the servers allocate: bench/heap-sampling.mjs).
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
-import { options, pinned, results, verdicts } from './lib.mjs';
+import { machineRelativeNotes, note, options, pinned, results, verdicts } from './lib.mjs';
 
 const all = ['rest', 'mcp', 'agency-mcp', 'refresh', 'growth'];
 const chosen = (process.env.BENCH_SCENARIOS ?? all.join(',')).split(',').map((s) => s.trim());
@@ -33,6 +33,10 @@ for (const suite of all.filter((s) => chosen.includes(s))) {
   const out = await run();
   if (suite === 'growth') Object.assign(growth, out);
 }
+
+const relative = machineRelativeNotes(results);
+if (relative.length) console.log('\nThe tool calls against the machine');
+relative.forEach(note);
 
 if (process.env.BENCH_JSON) {
   const meta = {
