@@ -357,24 +357,24 @@ export function note(text) {
 }
 
 /**
- * The MCP tool calls that have targets in CPU µs, read against this run's bare `node:http` on `/me`'s request (the REST
- * table): the µs targets were set on one machine, and a machine whose every HTTP exchange costs five times as much
- * (docs/performance.md, "Reading the targets") misses them with the service's own cost unchanged. The tables run
- * minutes apart, so these are ratios of medians, not paired. Nothing when the REST table or the MCP tables did not run.
+ * The MCP tool calls whose targets are absolute (µs per call, p99 in ms), read against this run's bare `node:http`:
+ * the baseline of the REST table, which receives `/me`'s request. Those targets were set on one machine, and a machine
+ * whose every HTTP exchange costs five times as much (docs/performance.md, "Reading the targets") misses them with the
+ * service's own cost unchanged. The tables run minutes apart, so these are ratios of medians, not paired. Undefined
+ * when the REST table or the MCP tables did not run.
  */
-export function machineRelativeNotes(tables) {
+export function machineRelativeNote(tables) {
   const rest = Object.entries(tables).find(([title]) => title.startsWith('REST API'))?.[1];
-  const bare = rest?.find((r) => r.name.startsWith('bare node:http JSON, same request as /me'));
-  if (!bare) return [];
+  const bare = rest?.find((r) => r.baseline);
   const calls = Object.entries(tables)
-    .filter(([title]) => /MCP server/.test(title))
+    .filter(([title]) => title.includes('MCP server'))
     .flatMap(([, rows]) => rows.filter((r) => /tools\/call (get_me|list_clients|create_task)/.test(r.name)));
-  if (calls.length === 0) return [];
+  if (!bare || calls.length === 0) return undefined;
   const each = calls.map((r) => `${r.name} ${(r.cpuUs / bare.cpuUs).toFixed(2)}×`).join(', ');
-  return [
+  return (
     `against this run's bare node:http (${bare.cpuUs} CPU µs per request on /me's request): ${each} ` +
-      '(ratios of medians of tables measured minutes apart)',
-  ];
+    '(ratios of medians of tables measured minutes apart)'
+  );
 }
 
 export const pinned = hasTaskset;

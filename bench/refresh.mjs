@@ -179,7 +179,10 @@ async function floorOn(stops) {
 }
 
 const FLOOR = 'floor: node:http, one synced SQLite commit, one signature';
+/** The sides the verdicts and findings read, by the names `peerOn` and `oursOn` give them. */
 const IN_MEMORY = 'oidc-provider, in-memory store';
+const ON_SQLITE = 'oidc-provider, SQLite adapter';
+const OURS_EMBEDDED = 'ours, embedded database';
 
 async function peerOn(label, store, env, pgApp, stops) {
   const sides = {};
@@ -253,12 +256,12 @@ function report(seq, conc) {
         `≥ ${bound}×`,
       );
     };
-    against('ours, embedded database', 'oidc-provider, in-memory store', 'in memory', 3);
-    against('ours, embedded database', 'oidc-provider, SQLite adapter', 'on SQLite', 3);
+    against(OURS_EMBEDDED, IN_MEMORY, 'in memory', 3);
+    against(OURS_EMBEDDED, ON_SQLITE, 'on SQLite', 3);
     against('ours, PostgreSQL', 'oidc-provider, PostgreSQL adapter', 'on PostgreSQL', 2);
   }
   floorFindings(seq);
-  for (const name of ['ours, embedded database', 'ours, PostgreSQL']) {
+  for (const name of [OURS_EMBEDDED, 'ours, PostgreSQL']) {
     const r = conc[name];
     if (r) verdict(`p99 of ${name}, ${options.chains} concurrent`, `${r.p99} ms`, r.p99 <= 10, '≤ 10 ms');
   }
@@ -273,7 +276,7 @@ function report(seq, conc) {
  * in-memory peer measured between them; the floor and the SQLite adapter, that peer and ours.
  */
 function floorFindings(seq) {
-  const [floor, ours] = [FLOOR, 'ours, embedded database'].map((name) => seq[name]);
+  const [floor, ours] = [FLOOR, OURS_EMBEDDED].map((name) => seq[name]);
   if (!floor || !ours || !seq[IN_MEMORY]) return;
   const reach = (peerName, label, { measured, meaning = '' }) => {
     const peer = seq[peerName];
@@ -287,7 +290,7 @@ function floorFindings(seq) {
   reach(IN_MEMORY, 'in memory', {
     meaning: ': the most a rotation synced before its answer can reach on this stack',
   });
-  reach('oidc-provider, SQLite adapter', 'on SQLite', {
+  reach(ON_SQLITE, 'on SQLite', {
     measured: 'the in-memory peer and ours between them',
   });
   const above = pairedRatio(floor, ours);

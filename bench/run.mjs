@@ -8,7 +8,7 @@
 // BENCH_HEAP_PROF=<dir> (what the servers allocate: bench/heap-sampling.mjs).
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
-import { machineRelativeNotes, note, options, pinned, results, verdicts } from './lib.mjs';
+import { machineRelativeNote, note, options, pinned, results, verdicts } from './lib.mjs';
 
 const all = ['rest', 'mcp', 'agency-mcp', 'refresh', 'growth'];
 const chosen = (process.env.BENCH_SCENARIOS ?? all.join(',')).split(',').map((s) => s.trim());
@@ -34,9 +34,11 @@ for (const suite of all.filter((s) => chosen.includes(s))) {
   if (suite === 'growth') Object.assign(growth, out);
 }
 
-const relative = machineRelativeNotes(results);
-if (relative.length) console.log('\nThe tool calls against the machine');
-relative.forEach(note);
+const relative = machineRelativeNote(results);
+if (relative) {
+  console.log('\nThe tool calls against the machine');
+  note(relative);
+}
 
 if (process.env.BENCH_JSON) {
   const meta = {
