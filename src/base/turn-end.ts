@@ -10,7 +10,8 @@
  * only the first does (docs/performance.md, lever 39). The wait adds no latency of its own under load: the turn ends
  * right after its last request (Node's "check" phase follows the "poll" phase that read them).
  *
- * The statements that calls share on PostgreSQL leave here too (store/coalesce.ts), so that a turn's calls go in one.
+ * The statements that calls share on PostgreSQL leave here too (store/coalesce.ts), so that a turn's calls go in one,
+ * and the embedded database's group commit runs after the turn's answers (store/prepared.ts).
  */
 let pending: Promise<void> | undefined;
 

@@ -241,7 +241,8 @@ type Outcome = { ok: true; value: unknown } | { ok: false; value: unknown };
  * Group commit: the atomic units asked for in one turn of the event loop (the rotations of the requests that arrived
  * together) run in one transaction, each in its own savepoint, so one unit that throws undoes only its own writes. A
  * commit costs about as much as the writes it makes durable — a rotation alone cost 61 CPU µs here, in groups of five
- * 36 — and every unit still answers only after the commit that made it durable.
+ * 36 — and every unit still answers only after the commit that made it durable. The group runs at the turn's end after
+ * the answers that wait for it there (base/turn-end.ts), so the turn's other answers are not held behind its sync.
  *
  * The two transaction functions are made once: better-sqlite3's `transaction()` builds four wrapper functions and
  * defines five properties on each, and made per group and per unit it was 9 % of the bytes a refresh rotation
@@ -280,7 +281,7 @@ function groupCommit(
   };
   return <T>(fn: (sql: SyncSql) => T) =>
     new Promise<T>((resolve, reject) => {
-      if (queue.length === 0) setImmediate(flush);
+      if (queue.length === 0) afterTurnAnswers(flush);
       queue.push({ fn, resolve: resolve as (value: unknown) => void, reject });
     });
 }

@@ -151,6 +151,22 @@ describe('group commit (sqlite, on every run)', () => {
     expect(now).toEqual(expect.arrayContaining(['g1', 'g3', 'g4']));
     expect(now).not.toContain('g2');
   });
+
+  it("commits after the answers of its turn: an answer waiting for the turn's end is not held behind the sync", async () => {
+    const s = sqlite.sql;
+    if (s.engine !== 'sqlite') throw new Error('expected the embedded database');
+    // A turn of its own: the last test's read left its turn's end already due (the shared read waits for it).
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    const order: string[] = [];
+    // The unit is asked for before the answer begins waiting, as when a rotation and a GET arrive in one read.
+    const committed = s.atomically((tx) => {
+      order.push('group committed');
+      return tx.changes(INSERT, ['after-answers', 1]);
+    });
+    const answered = endOfTurn().then(() => order.push('answer written'));
+    await Promise.all([committed, answered]);
+    expect(order).toEqual(['answer written', 'group committed']);
+  });
 });
 
 /**
@@ -234,7 +250,7 @@ describe('shared read of a turn (sqlite, on every run)', () => {
     const s = sqlite.sql;
     if (s.engine !== 'sqlite') throw new Error('expected the embedded database');
     await nextTurn();
-    // The unit is asked for first, so its flush runs before the end of the turn's shared read is due.
+    // The unit is asked for first, so its flush is queued before the end of the turn's shared read.
     const written = s.atomically((tx) => tx.changes(INSERT, ['grouped', 1]));
     expect(await read('grouped')).toBe(0);
     expect(await written).toBe(1);
