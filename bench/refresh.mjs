@@ -153,13 +153,12 @@ async function startPeer(store, count, env = {}) {
   return { ...peer, tokenUrl: url, path: '/token', renewPath, chains };
 }
 
-/** This service on one engine: one sequential chain and BENCH_CHAINS concurrent ones, in one process. */
-async function oursOn(label, env, pgApp, stops) {
+/** This service on one engine as the side `name`: one sequential chain, BENCH_CHAINS concurrent ones, one process. */
+async function oursOn(name, env, pgApp, stops) {
   const svc = await startSvc({ only: 'auth', env: { ...SVC_ENV, ...env } });
   stops.push(() => svc.stop());
   const chains = await ourChains(svc.urls.auth, options.chains + 1);
-  const side = (slice) =>
-    rotationSide(`ours, ${label}`, { pid: svc.pid, pgApp, tokenUrl: svc.urls.auth, chains: slice });
+  const side = (slice) => rotationSide(name, { pid: svc.pid, pgApp, tokenUrl: svc.urls.auth, chains: slice });
   return { sequential: side(chains.slice(0, 1)), concurrent: side(chains.slice(1)) };
 }
 
@@ -178,13 +177,17 @@ async function floorOn(stops) {
   return { sequential: rotationSide(FLOOR, { pid: floor.pid, tokenUrl, path: '/token', chains }) };
 }
 
+/** The sides' names: each side is made under its name here, and the verdicts and findings read it by the same. */
 const FLOOR = 'floor: node:http, one synced SQLite commit, one signature';
-/** The sides the verdicts and findings read, by the names `peerOn` and `oursOn` give them. */
 const IN_MEMORY = 'oidc-provider, in-memory store';
 const ON_SQLITE = 'oidc-provider, SQLite adapter';
+const ON_POSTGRES = 'oidc-provider, PostgreSQL adapter';
 const OURS_EMBEDDED = 'ours, embedded database';
+const OURS_RS256 = 'ours, embedded database, RS256 keys';
+const OURS_POSTGRES = 'ours, PostgreSQL';
 
-async function peerOn(label, store, env, pgApp, stops) {
+/** oidc-provider on `store`, as the side `name`: a process for the sequential chain, one for the concurrent ones. */
+async function peerOn(name, store, env, pgApp, stops) {
   const sides = {};
   for (const [kind, count] of [
     ['sequential', 1],
@@ -192,7 +195,7 @@ async function peerOn(label, store, env, pgApp, stops) {
   ]) {
     const peer = await startPeer(store, count, env);
     stops.push(() => peer.stop());
-    sides[kind] = rotationSide(`oidc-provider, ${label}`, { ...peer, pgApp });
+    sides[kind] = rotationSide(name, { ...peer, pgApp });
   }
   return sides;
 }
@@ -200,24 +203,24 @@ async function peerOn(label, store, env, pgApp, stops) {
 export async function run() {
   const stops = [];
   try {
-    const ours = await oursOn('embedded database', {}, undefined, stops);
-    const inMemory = await peerOn('in-memory store', 'memory', {}, undefined, stops);
-    const onSqlite = await peerOn('SQLite adapter', 'sqlite', {}, undefined, stops);
+    const ours = await oursOn(OURS_EMBEDDED, {}, undefined, stops);
+    const inMemory = await peerOn(IN_MEMORY, 'memory', {}, undefined, stops);
+    const onSqlite = await peerOn(ON_SQLITE, 'sqlite', {}, undefined, stops);
     const floor = await floorOn(stops);
     // The same service with RS256 keys, so that the choice of algorithm is measured in the same run.
     const rs256 =
       SIGNING_ALG === 'RS256'
         ? undefined
-        : await oursOn('embedded database, RS256 keys', { SIGNING_ALG: 'RS256' }, undefined, stops);
+        : await oursOn(OURS_RS256, { SIGNING_ALG: 'RS256' }, undefined, stops);
     let onPostgres = [];
     if (await pgReady()) {
       const ourSchema = await pgSchema();
       stops.push(() => ourSchema.drop());
-      const oursPg = await oursOn('PostgreSQL', { DATABASE_URL: ourSchema.url }, ourSchema.app, stops);
+      const oursPg = await oursOn(OURS_POSTGRES, { DATABASE_URL: ourSchema.url }, ourSchema.app, stops);
       const peerSchema = await pgSchema({ seed: false });
       stops.push(() => peerSchema.drop());
       const env = { PEER_DATABASE_URL: peerSchema.url };
-      onPostgres = [oursPg, await peerOn('PostgreSQL adapter', 'postgres', env, peerSchema.app, stops)];
+      onPostgres = [oursPg, await peerOn(ON_POSTGRES, 'postgres', env, peerSchema.app, stops)];
     }
     const groups = [ours, rs256, inMemory, onSqlite, floor, ...onPostgres].filter(Boolean);
     // Each target's two sides are measured back to back in every round (ours between the two peers it is held
@@ -258,10 +261,10 @@ function report(seq, conc) {
     };
     against(OURS_EMBEDDED, IN_MEMORY, 'in memory', 3);
     against(OURS_EMBEDDED, ON_SQLITE, 'on SQLite', 3);
-    against('ours, PostgreSQL', 'oidc-provider, PostgreSQL adapter', 'on PostgreSQL', 2);
+    against(OURS_POSTGRES, ON_POSTGRES, 'on PostgreSQL', 2);
   }
   floorFindings(seq);
-  for (const name of [OURS_EMBEDDED, 'ours, PostgreSQL']) {
+  for (const name of [OURS_EMBEDDED, OURS_POSTGRES]) {
     const r = conc[name];
     if (r) verdict(`p99 of ${name}, ${options.chains} concurrent`, `${r.p99} ms`, r.p99 <= 10, '≤ 10 ms');
   }

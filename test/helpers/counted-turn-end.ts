@@ -3,8 +3,9 @@ import type * as TurnEndModule from '../../src/base/turn-end.js';
 /**
  * base/turn-end.ts with `endOfTurn` counted in `counter.count`: every fast-path answer waits for the turn's end, so
  * that a turn's answers are written together; what Fastify or the SDK answers does not. For `vi.mock`. The store's
- * shared read waits through the module's own `afterTurnAnswers`, which this does not count; the refresh rotations'
- * shared statements on PostgreSQL (store/coalesce.ts) wait for it too, which no test counting it makes.
+ * shared read and the embedded database's group commit wait through the module's own `afterTurnAnswers`, which this
+ * does not count; the refresh rotations' shared statements on PostgreSQL (store/coalesce.ts) wait for it too, which no
+ * test counting it makes.
  */
 export function countedTurnEnd(
   original: typeof TurnEndModule,

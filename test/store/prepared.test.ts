@@ -124,6 +124,9 @@ describe(`the store's watch (${ENGINE})`, () => {
   });
 });
 
+/** The event loop's next turn: a wait that anything already due at this turn's end (base/turn-end.ts) comes before. */
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
 /** Group commit is the embedded database's: tested on a SQLite store whatever engine the rest of the suite uses. */
 describe('group commit (sqlite, on every run)', () => {
   let sqlite: Store;
@@ -156,7 +159,7 @@ describe('group commit (sqlite, on every run)', () => {
     const s = sqlite.sql;
     if (s.engine !== 'sqlite') throw new Error('expected the embedded database');
     // A turn of its own: the last test's read left its turn's end already due (the shared read waits for it).
-    await new Promise((resolve) => setTimeout(resolve, 0));
+    await nextTurn();
     const order: string[] = [];
     // The unit is asked for before the answer begins waiting, as when a rotation and a GET arrive in one read.
     const committed = s.atomically((tx) => {
@@ -196,7 +199,6 @@ describe('shared read of a turn (sqlite, on every run)', () => {
   const read = async (id: string) =>
     (await sqlite.sql.rows<{ id: string }>('SELECT id FROM notes_t WHERE id = $1', [id])).length;
   const seenByOther = (id: string) => other.prepare('SELECT id FROM notes_t WHERE id = ?').all(id).length;
-  const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
   it('reads of one turn see one snapshot, and the next turn sees what others committed since', async () => {
     expect(await read('from-other')).toBe(0);
