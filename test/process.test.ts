@@ -1,5 +1,8 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { authenticate } from '../src/domain/users.js';
@@ -175,3 +178,57 @@ it('four `svc seed-demo` processes at once on one empty database all succeed, wi
     await fresh.drop();
   }
 });
+
+it('a SIGTERM that arrives as the URLs are printed still drains, closes and exits 0', async () => {
+  // A supervisor may stop the service the moment it reads its URLs. The preload signals the process from inside the
+  // banner's write, so the handlers must already be in place then: without them SIGTERM's default action ends the
+  // process at once, killed by the signal, with nothing closed (a race a parent polling the output once lost in CI).
+  const fresh = await freshDatabase();
+  const dir = mkdtempSync(join(tmpdir(), 'svc-signal-'));
+  const preload = join(dir, 'sigterm-at-banner.mjs');
+  writeFileSync(
+    preload,
+    `import process from 'node:process';
+    const write = process.stdout.write.bind(process.stdout);
+    process.stdout.write = (chunk, ...rest) => {
+      const written = write(chunk, ...rest);
+      if (String(chunk).includes('svc is up')) process.kill(process.pid, 'SIGTERM');
+      return written;
+    };`,
+  );
+  try {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      ...fresh.env,
+      API_PORT: '0',
+      AUTH_PORT: '0',
+      MCP_PORT: '0',
+      AGENCY_MCP_PORT: '0',
+      NODE_ENV: 'development',
+      LOG_LEVEL: 'info',
+    };
+    delete env['BASE_URL']; // vitest's own
+    const ended = await new Promise<{ code: number | null; signal: string | null; out: string }>(
+      (resolve) => {
+        const cli = spawn(
+          process.execPath,
+          ['--import', preload, 'bin/svc.js', 'start', '--only', 'api,auth'],
+          {
+            env,
+            stdio: ['ignore', 'pipe', 'pipe'],
+          },
+        );
+        let out = '';
+        for (const stream of [cli.stdout!, cli.stderr!])
+          stream.on('data', (c: Buffer) => (out += c.toString()));
+        cli.on('exit', (code, signal) => resolve({ code, signal, out }));
+      },
+    );
+    expect({ code: ended.code, signal: ended.signal }, ended.out).toEqual({ code: 0, signal: null });
+    expect(ended.out).toContain('svc is up');
+    expect(ended.out).toContain('"msg":"stopped"');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    await fresh.drop();
+  }
+}, 60_000);

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import process from 'node:process';
 import { parseArgs } from 'node:util';
-import { createContext, createLogger, startServices } from '../app.js';
+import { createContext, createLogger, type Services, startServices } from '../app.js';
 import { pinClientVersion } from '../auth/clients/pins.js';
 import { loadPreregisteredClients } from '../auth/clients/preregistered.js';
 import { type Config, ConfigError, loadConfig, SURFACES, type Surface, urlOf } from '../config/config.js';
@@ -201,11 +201,18 @@ async function withContext(config: Config, fn: (ctx: AppContext) => Promise<void
 
 async function start(config: Config, only: Surface[] | undefined): Promise<void> {
   const services = await startServices(config, only ? { only } : {});
+  // Before the URLs are printed: whoever started the service may stop it the moment it reads them (a supervisor, a
+  // test), and a SIGTERM that finds no handler ends the process at once, with nothing drained or closed.
+  stopOnSignals(config, services);
   const lines = Object.keys(services.servers).map((s) => `  ${s.padEnd(11)} ${urlOf(config, s as Surface)}`);
   console.log(`svc is up (${services.ctx.store.engine} database):\n${lines.join('\n')}`);
   if (!config.production && services.servers.auth) {
     console.log(`  demo users: ada, grace, linus (password: <name>-demo-password)`);
   }
+}
+
+/** On SIGTERM or SIGINT: stop accepting, finish the requests in flight, close, exit (1 after SHUTDOWN_TIMEOUT_SECONDS). */
+function stopOnSignals(config: Config, services: Services): void {
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
