@@ -211,7 +211,10 @@ async function start(config: Config, only: Surface[] | undefined): Promise<void>
   }
 }
 
-/** On SIGTERM or SIGINT: stop accepting, finish the requests in flight, close, exit (1 after SHUTDOWN_TIMEOUT_SECONDS). */
+/**
+ * On SIGTERM or SIGINT: stop accepting, finish the requests in flight, close, exit 0 (1 when that takes longer than
+ * SHUTDOWN_TIMEOUT_SECONDS or fails).
+ */
 function stopOnSignals(config: Config, services: Services): void {
   let stopping = false;
   const stop = (signal: string) => {
