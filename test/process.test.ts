@@ -19,21 +19,20 @@ let exit: Promise<number | null>;
  * two test files compile into it at once.
  */
 
+/** The environment of a CLI process on `database` (development, vitest's own BASE_URL removed), `extra` on top. */
+function cliEnv(database: Record<string, string>, extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...database, NODE_ENV: 'development', ...extra };
+  delete env['BASE_URL'];
+  return env;
+}
+
+const EPHEMERAL_PORTS = { API_PORT: '0', MCP_PORT: '0', AGENCY_MCP_PORT: '0', AUTH_PORT: '0' };
+
 /** Starts the built CLI exactly as `npm start` does, on ephemeral ports, and waits for its URL lines. */
 beforeAll(async () => {
   await promisify(execFile)('node_modules/.bin/tsc', ['-p', 'tsconfig.json']);
   db = await freshDatabase();
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    ...db.env,
-    API_PORT: '0',
-    MCP_PORT: '0',
-    AGENCY_MCP_PORT: '0',
-    AUTH_PORT: '0',
-    LOG_LEVEL: 'info',
-    NODE_ENV: 'development',
-  };
-  delete env['BASE_URL'];
+  const env = cliEnv(db.env, { ...EPHEMERAL_PORTS, LOG_LEVEL: 'info' });
   child = spawn(process.execPath, ['bin/svc.js', 'start', '--only', 'api,auth'], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -102,8 +101,7 @@ it('on SIGTERM stops accepting, finishes the request in flight, then exits 0', a
 });
 
 it('svc users create --password-stdin reads the password from standard input, newline trimmed', async () => {
-  const env: NodeJS.ProcessEnv = { ...process.env, ...db.env, NODE_ENV: 'development', LOG_LEVEL: 'warn' };
-  delete env['BASE_URL'];
+  const env = cliEnv(db.env, { LOG_LEVEL: 'warn' });
   const created = await new Promise<{ code: number | null; out: string }>((resolve) => {
     const cli = spawn(
       process.execPath,
@@ -138,13 +136,7 @@ it('four `svc seed-demo` processes at once on one empty database all succeed, wi
   // migrate and seed at once; each is a separate process, as in production.
   const fresh = await freshDatabase();
   try {
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      ...fresh.env,
-      NODE_ENV: 'development',
-      LOG_LEVEL: 'warn',
-    };
-    delete env['BASE_URL']; // vitest's own
+    const env = cliEnv(fresh.env, { LOG_LEVEL: 'warn' });
     const run = () =>
       new Promise<{ code: number | null; err: string }>((resolve) => {
         const cli = spawn(process.execPath, ['bin/svc.js', 'seed-demo'], {
@@ -197,17 +189,7 @@ it('a SIGTERM that arrives as the URLs are printed still drains, closes and exit
     };`,
   );
   try {
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      ...fresh.env,
-      API_PORT: '0',
-      AUTH_PORT: '0',
-      MCP_PORT: '0',
-      AGENCY_MCP_PORT: '0',
-      NODE_ENV: 'development',
-      LOG_LEVEL: 'info',
-    };
-    delete env['BASE_URL']; // vitest's own
+    const env = cliEnv(fresh.env, { ...EPHEMERAL_PORTS, LOG_LEVEL: 'info' });
     const ended = await new Promise<{ code: number | null; signal: string | null; out: string }>(
       (resolve) => {
         const cli = spawn(
