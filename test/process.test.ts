@@ -1,8 +1,9 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { authenticate } from '../src/domain/users.js';
@@ -25,6 +26,11 @@ function cliEnv(database: Record<string, string>, extra: NodeJS.ProcessEnv): Nod
   delete env['BASE_URL'];
   return env;
 }
+
+/** The service's migrations, one file each. */
+const MIGRATION_COUNT = readdirSync(new URL('../src/store/migrations/', import.meta.url)).filter((f) =>
+  f.endsWith('.ts'),
+).length;
 
 const EPHEMERAL_PORTS = { API_PORT: '0', MCP_PORT: '0', AGENCY_MCP_PORT: '0', AUTH_PORT: '0' };
 
@@ -209,6 +215,50 @@ it('a SIGTERM that arrives as the URLs are printed still drains, closes and exit
     expect({ code: ended.code, signal: ended.signal }, ended.out).toEqual({ code: 0, signal: null });
     expect(ended.out).toContain('svc is up');
     expect(ended.out).toContain('"msg":"stopped"');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    await fresh.drop();
+  }
+}, 60_000);
+
+it('a migration killed partway leaves nothing half-made: the next `svc migrate` applies every migration', async () => {
+  // The embedded database, whatever TEST_DATABASE says: PostgreSQL's migrations were always one transaction; SQLite's
+  // ran statement by statement until database.ts told Kysely that SQLite's DDL is transactional. The preload kills the
+  // process (SIGKILL: nothing runs after it) as the third of the service's tables is about to be made.
+  const fresh = await freshDatabase('sqlite');
+  const dir = mkdtempSync(join(tmpdir(), 'svc-migrate-'));
+  const preload = join(dir, 'kill-mid-migration.mjs');
+  const project = fileURLToPath(new URL('../package.json', import.meta.url));
+  writeFileSync(
+    preload,
+    `import { createRequire } from 'node:module';
+    import process from 'node:process';
+    const Database = createRequire(${JSON.stringify(project)})('better-sqlite3');
+    const prepare = Database.prototype.prepare;
+    let made = 0;
+    Database.prototype.prepare = function (source, ...rest) {
+      if (/^create table "(?!kysely_)/i.test(source) && ++made === 3) process.kill(process.pid, 'SIGKILL');
+      return prepare.call(this, source, ...rest);
+    };`,
+  );
+  const migrate = (...nodeArgs: string[]) =>
+    new Promise<{ code: number | null; signal: string | null; out: string }>((resolve) => {
+      const cli = spawn(process.execPath, [...nodeArgs, 'bin/svc.js', 'migrate'], {
+        env: cliEnv(fresh.env, { LOG_LEVEL: 'warn' }),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      for (const stream of [cli.stdout!, cli.stderr!])
+        stream.on('data', (c: Buffer) => (out += c.toString()));
+      cli.on('exit', (code, signal) => resolve({ code, signal, out }));
+    });
+  try {
+    const killed = await migrate('--import', preload);
+    expect(killed.signal, killed.out).toBe('SIGKILL');
+    const again = await migrate();
+    expect(again.code, again.out).toBe(0);
+    expect(again.out.match(/^applied /gm), again.out).toHaveLength(MIGRATION_COUNT);
+    expect((await migrate()).out.trim()).toBe('up to date');
   } finally {
     rmSync(dir, { recursive: true, force: true });
     await fresh.drop();

@@ -1,7 +1,14 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, PostgresDialect, type PostgresPool, type PostgresPoolClient, SqliteDialect } from 'kysely';
+import {
+  Kysely,
+  PostgresDialect,
+  type PostgresPool,
+  type PostgresPoolClient,
+  SqliteAdapter,
+  SqliteDialect,
+} from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config/config.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './checkpointer.js';
@@ -46,7 +53,7 @@ export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
   const checkpointer = sqlite && startCheckpointer(sqlite.database.name);
   const dialect = pool
     ? new PostgresDialect({ pool: discardingBrokenClients(pool) })
-    : new SqliteDialect({ database: sqlite!.database });
+    : new EmbeddedDialect({ database: sqlite!.database });
   const db = new Kysely<Database>({
     dialect,
     ...(watch
@@ -62,6 +69,25 @@ export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
     await db.destroy();
   };
   return { db, engine: sql.engine, sql, ...(pool ? { pool } : {}), close };
+}
+
+/**
+ * Kysely's SQLite dialect, but for one answer: SQLite's DDL is transactional, and Kysely's SQLite adapter says it is
+ * not, so its migrator ran each migration statement by statement outside any transaction. A process stopped in the
+ * middle (a deploy rolled back, Ctrl-C, the OOM killer) left a half-made schema that no later start could migrate
+ * ("table already exists"). Told the truth, the migrator applies the pending migrations and their bookkeeping rows in
+ * one transaction: all of them or none (test/process.test.ts kills a migration partway). Nothing else reads the flag.
+ */
+class EmbeddedDialect extends SqliteDialect {
+  override createAdapter(): SqliteAdapter {
+    return new TransactionalDdlSqliteAdapter();
+  }
+}
+
+class TransactionalDdlSqliteAdapter extends SqliteAdapter {
+  override get supportsTransactionalDdl(): boolean {
+    return true;
+  }
 }
 
 /**

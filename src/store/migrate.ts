@@ -16,10 +16,11 @@ const migrations: Record<string, Migration> = {
 };
 
 /**
- * Applies pending migrations. On PostgreSQL, Kysely's lock table serializes processes starting together. On SQLite it
- * takes no lock (its adapter assumes one connection), so two processes on one fresh file both see nothing applied and
- * the second fails on "table already exists"; its transaction rolls back whole (SQLite DDL is transactional), so it
- * tries again, now seeing the first's migrations applied.
+ * Applies pending migrations, all in one transaction on either engine (on SQLite through database.ts's
+ * `EmbeddedDialect`): a process stopped partway leaves none of them applied. On PostgreSQL, Kysely's lock table
+ * serializes processes starting together. On SQLite it takes no lock (its adapter assumes one connection), so two
+ * processes on one fresh file both see nothing applied and the second fails ("table already exists", or SQLite's busy
+ * error); its transaction rolls back whole, so it tries again, now seeing the first's migrations applied.
  */
 export async function migrateToLatest(db: Kysely<Database>): Promise<MigrationResult[]> {
   const sqlite = !(db.getExecutor().adapter instanceof PostgresAdapter);
