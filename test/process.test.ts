@@ -222,10 +222,10 @@ it('a SIGTERM that arrives as the URLs are printed still drains, closes and exit
 }, 60_000);
 
 it('a migration killed partway leaves nothing half-made: the next `svc migrate` applies every migration', async () => {
-  // The embedded database, whatever TEST_DATABASE says: PostgreSQL's migrations were always one transaction; SQLite's
-  // ran statement by statement until database.ts told Kysely that SQLite's DDL is transactional. The preload kills the
-  // process (SIGKILL: nothing runs after it) as the third of the service's tables is about to be made.
-  const fresh = await freshDatabase('sqlite');
+  // On the run's engine. The preload kills the process (SIGKILL: nothing runs after it) as the third of the service's
+  // tables is about to be made, through whichever driver it uses. SQLite's migrations ran statement by statement until
+  // database.ts told Kysely that SQLite's DDL is transactional; PostgreSQL's ran in one transaction already.
+  const fresh = await freshDatabase();
   const dir = mkdtempSync(join(tmpdir(), 'svc-migrate-'));
   const preload = join(dir, 'kill-mid-migration.mjs');
   const project = fileURLToPath(new URL('../package.json', import.meta.url));
@@ -233,12 +233,22 @@ it('a migration killed partway leaves nothing half-made: the next `svc migrate` 
     preload,
     `import { createRequire } from 'node:module';
     import process from 'node:process';
-    const Database = createRequire(${JSON.stringify(project)})('better-sqlite3');
-    const prepare = Database.prototype.prepare;
+    const require = createRequire(${JSON.stringify(project)});
     let made = 0;
+    const killAtThirdTable = (text) => {
+      if (/^create table "(?!kysely_)/i.test(text) && ++made === 3) process.kill(process.pid, 'SIGKILL');
+    };
+    const Database = require('better-sqlite3');
+    const prepare = Database.prototype.prepare;
     Database.prototype.prepare = function (source, ...rest) {
-      if (/^create table "(?!kysely_)/i.test(source) && ++made === 3) process.kill(process.pid, 'SIGKILL');
+      killAtThirdTable(source);
       return prepare.call(this, source, ...rest);
+    };
+    const { Client } = require('pg');
+    const query = Client.prototype.query;
+    Client.prototype.query = function (config, ...rest) {
+      killAtThirdTable(typeof config === 'string' ? config : (config?.text ?? ''));
+      return query.call(this, config, ...rest);
     };`,
   );
   const migrate = (...nodeArgs: string[]) =>
