@@ -34,6 +34,36 @@ const MIGRATION_COUNT = readdirSync(new URL('../src/store/migrations/', import.m
 
 const EPHEMERAL_PORTS = { API_PORT: '0', MCP_PORT: '0', AGENCY_MCP_PORT: '0', AUTH_PORT: '0' };
 
+interface Ended {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** stdout and stderr as they came. */
+  out: string;
+}
+
+/** Runs `bin/svc.js ...args` to its end, with `nodeArgs` (a preload) before it. */
+function runCli(args: string[], env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Promise<Ended> {
+  return new Promise((resolve) => {
+    const cli = spawn(process.execPath, [...nodeArgs, 'bin/svc.js', ...args], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    for (const stream of [cli.stdout!, cli.stderr!]) stream.on('data', (c: Buffer) => (out += c.toString()));
+    cli.on('exit', (code, signal) => resolve({ code, signal, out }));
+  });
+}
+
+/** Preloads the tests write, removed with the file's other temporary files. */
+const preloads = mkdtempSync(join(tmpdir(), 'svc-preloads-'));
+
+/** `source` as a module to `--import` into a CLI process: the node arguments that load it. */
+function preload(name: string, source: string): string[] {
+  const path = join(preloads, name);
+  writeFileSync(path, source);
+  return ['--import', path];
+}
+
 /** Starts the built CLI exactly as `npm start` does, on ephemeral ports, and waits for its URL lines. */
 beforeAll(async () => {
   await promisify(execFile)('node_modules/.bin/tsc', ['-p', 'tsconfig.json']);
@@ -56,6 +86,7 @@ beforeAll(async () => {
 afterAll(async () => {
   if (child.exitCode === null) child.kill('SIGKILL');
   await db.drop();
+  rmSync(preloads, { recursive: true, force: true });
 });
 
 const authUrl = () => new URL(/auth\s+(http:\/\/\S+)/.exec(stdout)![1]!);
@@ -143,20 +174,10 @@ it('four `svc seed-demo` processes at once on one empty database all succeed, wi
   const fresh = await freshDatabase();
   try {
     const env = cliEnv(fresh.env, { LOG_LEVEL: 'warn' });
-    const run = () =>
-      new Promise<{ code: number | null; err: string }>((resolve) => {
-        const cli = spawn(process.execPath, ['bin/svc.js', 'seed-demo'], {
-          env,
-          stdio: ['ignore', 'pipe', 'pipe'],
-        });
-        let err = '';
-        cli.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-        cli.on('exit', (code) => resolve({ code, err }));
-      });
-    const results = await Promise.all([run(), run(), run(), run()]);
+    const results = await Promise.all([1, 2, 3, 4].map(() => runCli(['seed-demo'], env)));
     expect(
       results.map((r) => r.code),
-      results.map((r) => r.err).join('\n'),
+      results.map((r) => r.out).join('\n'),
     ).toEqual([0, 0, 0, 0]);
     const store = openStore({
       databaseUrl: fresh.env['DATABASE_URL'],
@@ -181,11 +202,8 @@ it('a SIGTERM that arrives as the URLs are printed still drains, closes and exit
   // A supervisor may stop the service the moment it reads its URLs. The preload signals the process from inside the
   // banner's write, so the handlers must already be in place then: without them SIGTERM's default action ends the
   // process at once, killed by the signal, with nothing closed (a race a parent polling the output once lost in CI).
-  const fresh = await freshDatabase();
-  const dir = mkdtempSync(join(tmpdir(), 'svc-signal-'));
-  const preload = join(dir, 'sigterm-at-banner.mjs');
-  writeFileSync(
-    preload,
+  const sigtermAtBanner = preload(
+    'sigterm-at-banner.mjs',
     `import process from 'node:process';
     const write = process.stdout.write.bind(process.stdout);
     process.stdout.write = (chunk, ...rest) => {
@@ -194,29 +212,14 @@ it('a SIGTERM that arrives as the URLs are printed still drains, closes and exit
       return written;
     };`,
   );
+  const fresh = await freshDatabase();
   try {
     const env = cliEnv(fresh.env, { ...EPHEMERAL_PORTS, LOG_LEVEL: 'info' });
-    const ended = await new Promise<{ code: number | null; signal: string | null; out: string }>(
-      (resolve) => {
-        const cli = spawn(
-          process.execPath,
-          ['--import', preload, 'bin/svc.js', 'start', '--only', 'api,auth'],
-          {
-            env,
-            stdio: ['ignore', 'pipe', 'pipe'],
-          },
-        );
-        let out = '';
-        for (const stream of [cli.stdout!, cli.stderr!])
-          stream.on('data', (c: Buffer) => (out += c.toString()));
-        cli.on('exit', (code, signal) => resolve({ code, signal, out }));
-      },
-    );
+    const ended = await runCli(['start', '--only', 'api,auth'], env, sigtermAtBanner);
     expect({ code: ended.code, signal: ended.signal }, ended.out).toEqual({ code: 0, signal: null });
     expect(ended.out).toContain('svc is up');
     expect(ended.out).toContain('"msg":"stopped"');
   } finally {
-    rmSync(dir, { recursive: true, force: true });
     await fresh.drop();
   }
 }, 60_000);
@@ -225,12 +228,9 @@ it('a migration killed partway leaves nothing half-made: the next `svc migrate` 
   // On the run's engine. The preload kills the process (SIGKILL: nothing runs after it) as the third of the service's
   // tables is about to be made, through whichever driver it uses. SQLite's migrations ran statement by statement until
   // database.ts told Kysely that SQLite's DDL is transactional; PostgreSQL's ran in one transaction already.
-  const fresh = await freshDatabase();
-  const dir = mkdtempSync(join(tmpdir(), 'svc-migrate-'));
-  const preload = join(dir, 'kill-mid-migration.mjs');
   const project = fileURLToPath(new URL('../package.json', import.meta.url));
-  writeFileSync(
-    preload,
+  const killMidMigration = preload(
+    'kill-mid-migration.mjs',
     `import { createRequire } from 'node:module';
     import process from 'node:process';
     const require = createRequire(${JSON.stringify(project)});
@@ -251,26 +251,17 @@ it('a migration killed partway leaves nothing half-made: the next `svc migrate` 
       return query.call(this, config, ...rest);
     };`,
   );
-  const migrate = (...nodeArgs: string[]) =>
-    new Promise<{ code: number | null; signal: string | null; out: string }>((resolve) => {
-      const cli = spawn(process.execPath, [...nodeArgs, 'bin/svc.js', 'migrate'], {
-        env: cliEnv(fresh.env, { LOG_LEVEL: 'warn' }),
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      for (const stream of [cli.stdout!, cli.stderr!])
-        stream.on('data', (c: Buffer) => (out += c.toString()));
-      cli.on('exit', (code, signal) => resolve({ code, signal, out }));
-    });
+  const fresh = await freshDatabase();
+  const migrate = (nodeArgs: string[] = []) =>
+    runCli(['migrate'], cliEnv(fresh.env, { LOG_LEVEL: 'warn' }), nodeArgs);
   try {
-    const killed = await migrate('--import', preload);
+    const killed = await migrate(killMidMigration);
     expect(killed.signal, killed.out).toBe('SIGKILL');
     const again = await migrate();
     expect(again.code, again.out).toBe(0);
     expect(again.out.match(/^applied /gm), again.out).toHaveLength(MIGRATION_COUNT);
     expect((await migrate()).out.trim()).toBe('up to date');
   } finally {
-    rmSync(dir, { recursive: true, force: true });
     await fresh.drop();
   }
 }, 60_000);
