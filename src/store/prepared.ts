@@ -239,10 +239,11 @@ type Outcome = { ok: true; value: unknown } | { ok: false; value: unknown };
 
 /**
  * Group commit: the atomic units asked for in one turn of the event loop (the rotations of the requests that arrived
- * together) run in one transaction, each in its own savepoint, so one unit that throws undoes only its own writes. A
- * commit costs about as much as the writes it makes durable — a rotation alone cost 61 CPU µs here, in groups of five
- * 36 — and every unit still answers only after the commit that made it durable. The group runs at the turn's end after
- * the answers that wait for it there (base/turn-end.ts), so the turn's other answers are not held behind its sync.
+ * together) run in one transaction, each in its own savepoint, so one unit that throws undoes only its own writes
+ * (one whose error rolled back the whole transaction fails the group). A commit costs about as much as the writes it
+ * makes durable — a rotation alone cost 61 CPU µs here, in groups of five 36 — and every unit still answers only after
+ * the commit that made it durable. The group runs at the turn's end after the answers that wait for it there
+ * (base/turn-end.ts), so the turn's other answers are not held behind its sync.
  *
  * The two transaction functions are made once: better-sqlite3's `transaction()` builds four wrapper functions and
  * defines five properties on each, and made per group and per unit it was 9 % of the bytes a refresh rotation
@@ -261,6 +262,10 @@ function groupCommit(
       try {
         return { ok: true, value: inSavepoint(unit) };
       } catch (e) {
+        // On SQLITE_FULL, SQLITE_IOERR, SQLITE_BUSY or SQLITE_NOMEM, SQLite may roll back the whole transaction, not
+        // only the statement (lang_transaction.html): the units before this one are undone, and a unit after it
+        // would begin a transaction of its own and commit while its answer said the group failed. The group fails.
+        if (!database.inTransaction) throw e;
         return { ok: false, value: e };
       }
     }),

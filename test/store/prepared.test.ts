@@ -155,6 +155,28 @@ describe('group commit (sqlite, on every run)', () => {
     expect(now).not.toContain('g2');
   });
 
+  it('a unit whose error rolled the whole transaction back fails the group: no unit after it commits on its own', async () => {
+    const s = sqlite.sql;
+    if (s.engine !== 'sqlite') throw new Error('expected the embedded database');
+    // SQLite may roll back the whole transaction, not only the failed statement, on SQLITE_FULL, SQLITE_IOERR,
+    // SQLITE_BUSY or SQLITE_NOMEM (lang_transaction.html); a trigger's RAISE(ROLLBACK) does it every time.
+    await sql`CREATE TRIGGER notes_t_rollback BEFORE INSERT ON notes_t WHEN NEW.id = 'rolls-back'
+      BEGIN SELECT RAISE(ROLLBACK, 'the whole transaction rolled back'); END`.execute(sqlite.db);
+    const results = await Promise.allSettled([
+      s.atomically((tx) => tx.changes(INSERT, ['before', 1])),
+      s.atomically((tx) => tx.changes(INSERT, ['rolls-back', 2])),
+      s.atomically((tx) => tx.changes(INSERT, ['after', 3])),
+    ]);
+    await sql`DROP TRIGGER notes_t_rollback`.execute(sqlite.db);
+    // Each answer says what the database holds: a unit told it failed wrote nothing, and none is told it committed.
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    const ids = (await s.rows<{ id: string }>('SELECT id FROM notes_t', [])).map((r) => r.id);
+    expect(ids).not.toContain('before');
+    expect(ids).not.toContain('after');
+    // The connection is left usable: the next group commits.
+    await expect(s.atomically((tx) => tx.changes(INSERT, ['next', 4]))).resolves.toBe(1);
+  });
+
   it("commits after the answers of its turn: an answer waiting for the turn's end is not held behind the sync", async () => {
     const s = sqlite.sql;
     if (s.engine !== 'sqlite') throw new Error('expected the embedded database');
