@@ -26,7 +26,7 @@ import {
   type RedisConnection,
   redisLimiters,
 } from './http/rate-limit.js';
-import { DependencyWatch } from './http/dependency-outage.js';
+import { DependencyWatch, isStorageFull, WritesWatch } from './http/dependency-outage.js';
 import { listenMetrics, type MetricsListener, PrometheusMetrics } from './http/metrics.js';
 import { createServer, type SurfaceServerOptions } from './http/server.js';
 import { MCP_SERVER_OPTIONS } from './mcp-kit/endpoint.js';
@@ -128,9 +128,17 @@ export async function createContext(
   log: FastifyBaseLogger,
   o: ContextOptions = {},
 ): Promise<AppContext> {
-  const watch = new DependencyWatch('database', log);
-  const store = openStore(config, watch);
-  o.prometheus?.observeDependency('database', watch);
+  const database = new DependencyWatch('database', log);
+  const writes = new WritesWatch('database', log, o.clock ?? systemClock);
+  const store = openStore(config, {
+    failed: (error) => (isStorageFull(error) ? writes.refused(error) : database.failed(error)),
+    succeeded: (wrote) => {
+      database.succeeded();
+      if (wrote) writes.wrote();
+    },
+  });
+  o.prometheus?.observeDependency('database', database);
+  o.prometheus?.observeDependency('database_writes', writes);
   if (store.pool) o.prometheus?.observePool(store.pool, config.databasePoolSize);
   try {
     return await buildContext(config, log, store, o);

@@ -1,5 +1,6 @@
+import type { Clock } from '../base/clock.js';
 import { StatementWaitTimeout } from '../store/coalesce.js';
-import { isPostgresUnavailable } from '../store/pg-errors.js';
+import { isDiskFull, isPostgresUnavailable } from '../store/pg-errors.js';
 import type { FastifyBaseLogger } from 'fastify';
 
 /** Seconds a client is told to wait when a dependency is down (RFC 9110 §10.2.3 `Retry-After`). */
@@ -23,16 +24,27 @@ export class DependencyUnavailable extends Error {
 }
 
 /**
- * Whether an error means a dependency (PostgreSQL, SQLite's lock, Redis) could not serve in time — an outage, not a
- * bug: every surface answers it 503 with Retry-After in its own shape, and the log says so once, not per request.
+ * Whether an error means a dependency (PostgreSQL, SQLite's lock, Redis) could not serve in time, or the database had
+ * no room for a write — an outage, not a bug: every surface answers it 503 with Retry-After in its own shape, and the
+ * log says so once, not per request.
  */
 export function isDependencyOutage(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;
   if (error instanceof DependencyUnavailable || error instanceof StatementWaitTimeout) return true;
+  if (isStorageFull(error)) return true;
   const e = error as { code?: unknown; message?: unknown };
   const code = typeof e.code === 'string' ? e.code : '';
   if (isPostgresUnavailable(code) || NETWORK_CODES.has(code) || code === 'SQLITE_BUSY') return true;
   return typeof e.message === 'string' && UNAVAILABLE_MESSAGES.test(e.message);
+}
+
+/**
+ * Whether the database refused a write for want of space: SQLite's `SQLITE_FULL` ("database or disk is full": the
+ * disk, or past `max_page_count`), PostgreSQL's 53100 `disk_full` (PostgreSQL Appendix A). The write was undone, and
+ * reads go on being served: `WritesWatch` follows this state, not the database's `DependencyWatch`.
+ */
+export function isStorageFull(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === 'SQLITE_FULL' || isDiskFull(error);
 }
 
 /**
@@ -52,7 +64,8 @@ export class DependencyWatch {
   }
 
   failed(error: unknown): void {
-    if (this.down || !isDependencyOutage(error)) return;
+    // A full disk refuses writes while reads succeed: up and down on every other request here (`WritesWatch`'s).
+    if (this.down || !isDependencyOutage(error) || isStorageFull(error)) return;
     this.down = true;
     const e = error as { code?: unknown; message?: unknown };
     this.log.warn({ dependency: this.name, code: e.code, reason: e.message }, `${this.name} unavailable`);
@@ -62,5 +75,50 @@ export class DependencyWatch {
     if (!this.down) return;
     this.down = false;
     this.log.info({ dependency: this.name }, `${this.name} available again`);
+  }
+}
+
+/**
+ * How long writes must go on without one refused before the database is said to accept them again. Near a full disk
+ * SQLite still fits some commits into log pages it holds, between refused ones (on a tmpfs filled by hand, 70 of the
+ * first 250 rotations were refused, scattered among 180 that fitted; then every one): an "again" at each would be a
+ * pair of lines per request.
+ */
+export const WRITES_SETTLE_MS = 10_000;
+
+/**
+ * Whether the database accepts writes: the outage of a full disk, which refuses writes and serves reads (and which
+ * `DependencyWatch` leaves alone). One warning when the first write is refused; one line when a write succeeds with
+ * none refused for `WRITES_SETTLE_MS`. Reported as `svc_dependency_up{dependency="database_writes"}`.
+ */
+export class WritesWatch {
+  private refusing = false;
+  private lastRefusedAt = 0;
+
+  constructor(
+    private readonly name: string,
+    private readonly log: FastifyBaseLogger,
+    private readonly clock: Clock,
+  ) {}
+
+  get available(): boolean {
+    return !this.refusing;
+  }
+
+  refused(error: unknown): void {
+    this.lastRefusedAt = this.clock.now();
+    if (this.refusing) return;
+    this.refusing = true;
+    const e = error as { code?: unknown; message?: unknown };
+    this.log.warn(
+      { dependency: this.name, code: e.code, reason: e.message },
+      `${this.name} refuses writes (storage full)`,
+    );
+  }
+
+  wrote(): void {
+    if (!this.refusing || this.clock.now() - this.lastRefusedAt < WRITES_SETTLE_MS) return;
+    this.refusing = false;
+    this.log.info({ dependency: this.name }, `${this.name} accepts writes again`);
   }
 }

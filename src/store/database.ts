@@ -12,7 +12,14 @@ import {
 import pg from 'pg';
 import type { Config } from '../config/config.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './checkpointer.js';
-import { type PreparedSql, postgresPrepared, SharedRead, sqlitePrepared } from './prepared.js';
+import {
+  type Outcomes,
+  type PreparedSql,
+  postgresPrepared,
+  SharedRead,
+  sqlitePrepared,
+  writes,
+} from './prepared.js';
 import type { Database } from './schema.js';
 
 export type Engine = 'sqlite' | 'postgres';
@@ -37,11 +44,8 @@ export interface PoolStats {
 
 const PG_INT8 = 20;
 
-/** Told of every query's outcome, so that an outage and its end are noticed (and logged) once. */
-export interface StoreWatch {
-  failed(error: unknown): void;
-  succeeded(): void;
-}
+/** Told of every statement's outcome, so that an outage and its end are noticed (and logged) once. */
+export type StoreWatch = Outcomes;
 
 type StoreConfig = Pick<Config, 'databaseUrl' | 'dataDir' | 'databasePoolSize'> &
   Partial<Pick<Config, 'databaseConnectTimeoutMs' | 'databaseStatementTimeoutMs'>>;
@@ -57,7 +61,10 @@ export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
   const db = new Kysely<Database>({
     dialect,
     ...(watch
-      ? { log: (event) => (event.level === 'error' ? watch.failed(event.error) : watch.succeeded()) }
+      ? {
+          log: (event) =>
+            event.level === 'error' ? watch.failed(event.error) : watch.succeeded(writes(event.query.sql)),
+        }
       : {}),
   });
   const sql = pool

@@ -46,3 +46,8 @@ export function isUnstorableText(error: unknown): boolean {
   const state = reportedState(error);
   return state !== undefined && UNSTORABLE_TEXT.has(state);
 }
+
+/** Whether PostgreSQL could not write for want of disk space (`disk_full`): reads go on meanwhile. */
+export function isDiskFull(error: unknown): boolean {
+  return reportedState(error) === '53100';
+}

@@ -52,19 +52,31 @@ export interface PostgresPrepared extends Common {
 /** A shared statement as its caller describes it; the pool's bounds are the store's (`PostgresPrepared.shared`). */
 export type SharedStatement<I, R> = Omit<CoalescedStatement<I, R>, 'waitTimeoutMs' | 'waitedTooLong'>;
 
-/** Told of every outcome, as Kysely's log tells the store's watch (outages are noticed on this path too). */
+/**
+ * Told of every statement's outcome, by Kysely's log and by the statements here alike, so that an outage and its end
+ * are noticed (and logged) once; `wrote` says the statement wrote (a full disk refuses writes and serves reads).
+ */
 export interface Outcomes {
   failed(error: unknown): void;
-  succeeded(): void;
+  succeeded(wrote: boolean): void;
 }
 
 const NO_WATCH: Outcomes = { failed: () => {}, succeeded: () => {} };
 
 /**
+ * Whether a statement's text writes (or commits what a transaction wrote), for the watch: the texts are the code's
+ * own, and a word boundary keeps `updated_at` from reading as a write.
+ */
+export function writes(text: string): boolean {
+  return WRITING.test(text);
+}
+const WRITING = /^\s*commit\b|\b(insert|update|delete)\b/i;
+
+/**
  * Runs `work` and tells the watch how it ended. A synchronous `work` (a statement on the embedded database) is handed
  * back settled, without an async function and its promises around it: the agency call runs two statements.
  */
-function watched<T>(watch: Outcomes, work: () => T | Promise<T>): Promise<T> {
+function watched<T>(watch: Outcomes, work: () => T | Promise<T>, wrote: boolean): Promise<T> {
   let result: T | Promise<T>;
   try {
     result = work();
@@ -73,12 +85,12 @@ function watched<T>(watch: Outcomes, work: () => T | Promise<T>): Promise<T> {
     return Promise.reject(e as Error);
   }
   if (!(result instanceof Promise)) {
-    watch.succeeded();
+    watch.succeeded(wrote);
     return Promise.resolve(result);
   }
   return result.then(
     (value) => {
-      watch.succeeded();
+      watch.succeeded(wrote);
       return value;
     },
     (e: unknown) => {
@@ -180,25 +192,30 @@ export function sqlitePrepared(
     rows: (text, params) => rowsOf(statement(text), params),
     changes: (text, params) => statement(text).statement.run(...params).changes,
   };
-  const exclusive = <T>(fn: () => T): Promise<T> =>
-    watched(watch, () =>
-      database.inTransaction && !shared.isOpen ? kysely.connection().execute(async () => fn()) : fn(),
+  const exclusive = <T>(fn: () => T, wrote: boolean): Promise<T> =>
+    watched(
+      watch,
+      () => (database.inTransaction && !shared.isOpen ? kysely.connection().execute(async () => fn()) : fn()),
+      wrote,
     );
   /** A write with RETURNING is not read-only: it commits on its own, as every write does. */
-  const rowsOutsideTransactions = <R>(text: string, params: readonly unknown[]): R[] => {
-    const own = statement(text);
+  const rowsOutsideTransactions = <R>(own: OwnStatement, params: readonly unknown[]): R[] => {
     if (own.statement.readonly) return shared.run(() => rowsOf<R>(own, params));
     shared.end();
     return rowsOf<R>(own, params);
   };
   return {
     engine: 'sqlite',
-    rows: (text, params) => exclusive(() => rowsOutsideTransactions(text, params)),
+    rows: (text, params) => {
+      // Prepared at the text's first use: a text that does not prepare is a bug of the code, thrown at once.
+      const own = statement(text);
+      return exclusive(() => rowsOutsideTransactions(own, params), !own.statement.readonly);
+    },
     changes: (text, params) =>
       exclusive(() => {
         shared.end();
         return sync.changes(text, params);
-      }),
+      }, true),
     atomically: groupCommit(database, sync, shared, exclusive),
   };
 }
@@ -253,7 +270,7 @@ function groupCommit(
   database: SQLite.Database,
   sync: SyncSql,
   shared: SharedRead,
-  exclusive: <T>(fn: () => T) => Promise<T>,
+  exclusive: <T>(fn: () => T, wrote: boolean) => Promise<T>,
 ): SqlitePrepared['atomically'] {
   // Called inside the group's transaction, better-sqlite3 runs it in a savepoint.
   const inSavepoint = database.transaction((unit: Pending) => unit.fn(sync));
@@ -279,7 +296,7 @@ function groupCommit(
       shared.end();
       return inOneTransaction(group);
     };
-    exclusive(run).then(
+    exclusive(run, true).then(
       (outcomes) => group.forEach((u, i) => (outcomes[i]!.ok ? u.resolve : u.reject)(outcomes[i]!.value)),
       (e: unknown) => group.forEach((u) => u.reject(e)),
     );
@@ -305,17 +322,19 @@ function positional(text: string): string {
 
 /** Named statements: node-postgres parses and plans each once per pooled connection, then only binds and runs it. */
 export function postgresPrepared(pool: pg.Pool, watch: Outcomes = NO_WATCH): PostgresPrepared {
-  const names = new Map<string, string>();
+  const named = new Map<string, { name: string; writes: boolean }>();
   const nameOf = (text: string) => {
-    let name = names.get(text);
-    if (!name) {
-      name = `svc_${names.size + 1}`;
-      names.set(text, name);
+    let statement = named.get(text);
+    if (!statement) {
+      statement = { name: `svc_${named.size + 1}`, writes: writes(text) };
+      named.set(text, statement);
     }
-    return name;
+    return statement;
   };
-  const query = (text: string, params: readonly unknown[]) =>
-    watched(watch, () => pool.query({ name: nameOf(text), text, values: params as unknown[] }));
+  const query = (text: string, params: readonly unknown[]) => {
+    const { name, writes } = nameOf(text);
+    return watched(watch, () => pool.query({ name, text, values: params as unknown[] }), writes);
+  };
   return {
     engine: 'postgres',
     connections: pool.options.max ?? 10,

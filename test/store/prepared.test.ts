@@ -90,7 +90,7 @@ describe(`the store's watch (${ENGINE})`, () => {
   let closeWatched: () => Promise<void>;
   beforeAll(async () => {
     ({ store: watched, close: closeWatched } = await freshStore(ENGINE, {
-      succeeded: () => told.push('succeeded'),
+      succeeded: (wrote) => told.push(wrote ? 'wrote' : 'read'),
       failed: (e) => told.push(`failed: ${(e as Error).message}`),
     }));
     await sql`CREATE TABLE notes_t (id text PRIMARY KEY, n integer NOT NULL)`.execute(watched.db);
@@ -100,10 +100,20 @@ describe(`the store's watch (${ENGINE})`, () => {
   it('hears of a statement that succeeded and of one that failed, which still rejects', async () => {
     told.length = 0;
     expect(await watched.sql.changes(INSERT, ['w', 1])).toBe(1);
-    expect(told).toEqual(['succeeded']);
+    expect(told).toEqual(['wrote']);
     await expect(watched.sql.changes(INSERT, ['w', 2])).rejects.toThrow(/unique|UNIQUE/);
     expect(told).toHaveLength(2);
     expect(told[1]).toMatch(/^failed: .*(unique|UNIQUE)/);
+  });
+
+  it('hears whether a statement wrote: a full disk refuses writes and serves reads', async () => {
+    told.length = 0;
+    await watched.sql.rows('SELECT id, n FROM notes_t WHERE id = $1', ['w']);
+    await watched.sql.rows('UPDATE notes_t SET n = n + 1 WHERE id = $1 RETURNING n', ['w']);
+    await sql`SELECT n FROM notes_t`.execute(watched.db);
+    await watched.db.transaction().execute((t) => sql`DELETE FROM notes_t WHERE id = 'none'`.execute(t));
+    // Kysely's transaction: its BEGIN, its DELETE, and its COMMIT, which is what makes a write of it happen.
+    expect(told).toEqual(['read', 'wrote', 'read', 'read', 'wrote', 'wrote']);
   });
 
   it('hears of a statement that waited for a Kysely transaction, too', async () => {
