@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { openStore, type Store } from '../src/store/database.js';
@@ -81,6 +84,38 @@ describe('svc', () => {
       expect(r.err).toBe('svc: Invalid API_PORT="eighty": expected number, received NaN');
     } finally {
       delete process.env['API_PORT'];
+    }
+  });
+
+  it("stops on a database it cannot use with one line naming the error's code, and the embedded database's place", async () => {
+    const saved = { DATABASE_URL: process.env['DATABASE_URL'], DATA_DIR: process.env['DATA_DIR'] };
+    const dir = mkdtempSync(join(tmpdir(), 'svc-cli-'));
+    try {
+      // Not a database (a wrong DATA_DIR, a file overwritten): SQLite's message alone names neither code nor file.
+      writeFileSync(
+        join(dir, 'svc.sqlite'),
+        'not a database, but long enough to be read as a header. '.repeat(4),
+      );
+      delete process.env['DATABASE_URL'];
+      process.env['DATA_DIR'] = dir;
+      const embedded = await svc('migrate');
+      expect(embedded).toMatchObject({
+        code: 1,
+        err: `svc: file is not a database (SQLITE_NOTADB: the embedded database in ${dir})`,
+      });
+      // PostgreSQL's SQLSTATE, for a database that is not there.
+      const url = new URL(process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test');
+      url.pathname = '/svc_no_such_database';
+      process.env['DATABASE_URL'] = url.toString();
+      const postgres = await svc('migrate');
+      expect(postgres).toMatchObject({
+        code: 1,
+        err: 'svc: database "svc_no_such_database" does not exist (3D000)',
+      });
+    } finally {
+      Object.assign(process.env, saved);
+      if (saved.DATABASE_URL === undefined) delete process.env['DATABASE_URL'];
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -280,6 +280,7 @@ export async function main(argv: string[]): Promise<number> {
     console.error(`svc: unknown command "${argv.join(' ')}"\n\n${help()}`);
     return 2;
   }
+  let config: Config | undefined;
   try {
     const { values } = parseArgs({
       args: rest,
@@ -291,7 +292,8 @@ export async function main(argv: string[]): Promise<number> {
       console.log(help(name));
       return 0;
     }
-    await command.run(values, loadConfig());
+    config = loadConfig();
+    await command.run(values, config);
     return 0;
   } catch (e) {
     if (
@@ -307,7 +309,20 @@ export async function main(argv: string[]): Promise<number> {
       console.error(`svc: ${e.message}\n\n${help(name)}`);
       return 2;
     }
-    console.error(`svc: ${e instanceof Error ? e.message : String(e)}`);
+    console.error(`svc: ${failure(e, config)}`);
     return 1;
   }
+}
+
+/**
+ * What stopped a command, in one line an operator can act on: the message, with the error's code when the message
+ * lacks it, and for the embedded database's errors, where its file is. SQLite's own messages name neither: a full disk
+ * stops `svc start` with "disk I/O error" (`SQLITE_IOERR_SHMSIZE`) over an existing database.
+ */
+function failure(e: unknown, config: Config | undefined): string {
+  if (!(e instanceof Error)) return String(e);
+  const code = (e as { code?: unknown }).code;
+  if (typeof code !== 'string' || code === '' || e.message.includes(code)) return e.message;
+  const embedded = code.startsWith('SQLITE_') && config !== undefined && !config.databaseUrl;
+  return `${e.message} (${code}${embedded ? `: the embedded database in ${config.dataDir}` : ''})`;
 }
