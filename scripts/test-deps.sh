@@ -39,9 +39,10 @@ pg_isready -q -h 127.0.0.1 -p 5432 || { say "PostgreSQL is not reachable at 127.
 psql -h 127.0.0.1 -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'test'" | grep -q 1 ||
   psql -h 127.0.0.1 -U postgres -d postgres -qc 'CREATE DATABASE test'
 
-# Redis (keeps nothing on disk).
+# Redis (keeps nothing on disk). The server binary is needed even when a Redis answers: the failover test starts two
+# of its own (test/ops/redis-failover.test.ts).
+command -v redis-server >/dev/null 2>&1 || apt_install redis-server
 if ! redis-cli -h 127.0.0.1 ping >/dev/null 2>&1; then
-  command -v redis-server >/dev/null 2>&1 || apt_install redis-server
   redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null
   for _ in $(seq 1 20); do redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && break; sleep 0.5; done
 fi

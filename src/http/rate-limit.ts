@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { type DependencyWatch, isDependencyOutage } from './dependency-outage.js';
+import { DependencyUnavailable, type DependencyWatch, isDependencyOutage } from './dependency-outage.js';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 
 export interface LimitSpec {
@@ -50,8 +50,13 @@ export interface RedisConnection {
   client: Redis;
   /** Whether commands may be sent now: connected, and not found unresponsive since. */
   readonly ready: boolean;
-  /** A command failed: logged once per outage; an unresponsive connection is dropped so the next uses memory. */
+  /**
+   * A command failed: logged once per outage, a refusal (`READONLY`, `OOM`) as much as a lost connection; an
+   * unresponsive connection is dropped so the next uses memory.
+   */
   failed(error: unknown): void;
+  /** A limit was counted in Redis: the outage, if any, is over. */
+  counted(): void;
   close(): Promise<void>;
 }
 
@@ -71,18 +76,25 @@ export function redisLimiters(redis: RedisConnection): LimiterFactory {
       rejectIfRedisNotReady: true,
     });
     const local = memoryLimiters(s);
-    const run = async <T>(op: (limiter: Limiter) => Promise<T>): Promise<T> => {
+    // Only a `consume` that Redis answered (a refusal is an answer) says Redis is back: under `OOM` Redis still
+    // deletes, and a recovery read from that would come and go with every sign-in.
+    const run = async <T>(op: (limiter: Limiter) => Promise<T>, consuming = false): Promise<T> => {
       if (!redis.ready) return op(local);
       try {
-        return await op(shared);
+        const value = await op(shared);
+        if (consuming) redis.counted();
+        return value;
       } catch (e) {
-        if (e instanceof RateLimiterRes) throw e;
+        if (e instanceof RateLimiterRes) {
+          if (consuming) redis.counted();
+          throw e;
+        }
         redis.failed(e);
         return op(local);
       }
     };
     return {
-      consume: (key, points) => run((l) => l.consume(key, points)),
+      consume: (key, points) => run((l) => l.consume(key, points), true),
       reward: (key, points) => run((l) => l.reward(key, points)),
       delete: (key) => run((l) => l.delete(key)),
     };
@@ -92,7 +104,13 @@ export function redisLimiters(redis: RedisConnection): LimiterFactory {
 /**
  * Connects to Redis for the rate limiters; `close` quits the connection at shutdown. Every wait is bounded (connect
  * and each command within REDIS_TIMEOUT_MS, no offline queue), and an outage is logged once when it starts (rate
- * limits then fall back to this instance's memory) and once when Redis answers again.
+ * limits then fall back to this instance's memory) and once when Redis counts again.
+ *
+ * A Redis that answers but refuses the limits' writes is an outage too: `READONLY` from a primary demoted by a
+ * failover (its clients keep their connections to it), `OOM` under `maxmemory` with `noeviction`. On `READONLY` the
+ * connection is dropped and made again, so that an address that now names the new primary (Sentinel, a managed
+ * service's endpoint) is followed. Recovery is read from a count that Redis made, not from a connection being ready:
+ * a demoted primary accepts the connection and then refuses again.
  */
 export function connectRedis(
   url: string,
@@ -105,22 +123,39 @@ export function connectRedis(
     lazyConnect: false,
     connectTimeout: timeoutMs,
     commandTimeout: timeoutMs,
+    // 1: reconnect, and let the command fail (its limit counts in memory meanwhile).
+    reconnectOnError: (e) => (e.message.startsWith('READONLY') ? 1 : false),
   });
+  /** Whether the outage, if any, is Redis refusing commands, which a new connection does not end. */
+  let refusing = false;
   // ioredis reconnects by itself; meanwhile the limits count in memory.
   client.on('error', (e) => watch.failed(e));
   // A connection closed by the server (a restart) is reconnected without any error event: an outage all the same.
   client.on('reconnecting', () => watch.failed(new Error('Connection is closed; reconnecting')));
-  client.on('ready', () => watch.succeeded());
+  client.on('ready', () => {
+    if (!refusing) watch.succeeded();
+  });
   return {
     client,
     get ready() {
       return client.status === 'ready';
     },
     failed(error) {
-      watch.failed(error);
-      // A stalled server keeps the socket open and answers nothing: no error event ever comes, so the connection
-      // is dropped here. ioredis reconnects, and is ready again only once Redis answers its handshake.
-      if (client.status === 'ready' && isDependencyOutage(error)) client.disconnect(true);
+      if (isDependencyOutage(error)) {
+        watch.failed(error);
+        // A stalled server keeps the socket open and answers nothing: no error event ever comes, so the connection
+        // is dropped here. ioredis reconnects, and is ready again only once Redis answers its handshake.
+        if (client.status === 'ready') client.disconnect(true);
+        return;
+      }
+      refusing = true;
+      watch.failed(
+        new DependencyUnavailable(`Redis refused a rate limit's command: ${(error as Error).message}`),
+      );
+    },
+    counted() {
+      refusing = false;
+      watch.succeeded();
     },
     close: async () => void (await client.quit().catch(() => client.disconnect())),
   };

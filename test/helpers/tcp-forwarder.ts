@@ -10,7 +10,9 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
  * - `resume()`: forward again, what was held included;
  * - `closeAll()`: cut every open connection (a server restart); new ones are still accepted;
  * - `blackholeOpen()`: the connections open now go silent for good while new ones work (a failover that leaves the
- *   old sockets dead without a reset: the client only learns it from a timeout).
+ *   old sockets dead without a reset: the client only learns it from a timeout);
+ * - `retarget()`: new connections go to another server while the open ones stay where they are (a failover behind
+ *   one address: DNS, a managed service's endpoint).
  */
 const DEFAULT_PORTS: Record<string, number> = { 'postgres:': 5432, 'postgresql:': 5432, 'redis:': 6379 };
 
@@ -27,14 +29,15 @@ export class TcpForwarder {
   private constructor(
     private readonly server: Server,
     readonly port: number,
+    private target: { host: string; port: number },
   ) {}
 
   /** Listens on a free loopback port and forwards every connection to `target`. */
   static async start(target: { host: string; port: number }): Promise<TcpForwarder> {
     const server = createServer();
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const forwarder = new TcpForwarder(server, (server.address() as { port: number }).port);
-    server.on('connection', (client) => forwarder.accept(client, target));
+    const forwarder = new TcpForwarder(server, (server.address() as { port: number }).port, target);
+    server.on('connection', (client) => forwarder.accept(client, forwarder.target));
     return forwarder;
   }
 
@@ -96,6 +99,11 @@ export class TcpForwarder {
       upstream.destroy();
     }
     this.pairs.clear();
+  }
+
+  /** Sends new connections to `target`; open ones keep theirs. */
+  retarget(target: { host: string; port: number }): void {
+    this.target = target;
   }
 
   async close(): Promise<void> {
