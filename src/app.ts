@@ -26,7 +26,7 @@ import {
   type RedisConnection,
   redisLimiters,
 } from './http/rate-limit.js';
-import { DependencyWatch, isStorageFull, WritesWatch } from './http/dependency-outage.js';
+import { DependencyWatch, refusesWrites, WritesWatch } from './http/dependency-outage.js';
 import { listenMetrics, type MetricsListener, PrometheusMetrics } from './http/metrics.js';
 import { createServer, type SurfaceServerOptions } from './http/server.js';
 import { MCP_SERVER_OPTIONS } from './mcp-kit/endpoint.js';
@@ -131,7 +131,7 @@ export async function createContext(
   const database = new DependencyWatch('database', log);
   const writes = new WritesWatch('database', log, o.clock ?? systemClock);
   const store = openStore(config, {
-    failed: (error) => (isStorageFull(error) ? writes.refused(error) : database.failed(error)),
+    failed: (error) => (refusesWrites(error) ? writes.refused(error) : database.failed(error)),
     succeeded: (wrote) => {
       database.succeeded();
       if (wrote) writes.wrote();

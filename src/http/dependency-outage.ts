@@ -1,6 +1,6 @@
 import type { Clock } from '../base/clock.js';
 import { StatementWaitTimeout } from '../store/coalesce.js';
-import { isDiskFull, isPostgresUnavailable } from '../store/pg-errors.js';
+import { isDiskFull, isPostgresUnavailable, isReadOnly } from '../store/pg-errors.js';
 import type { FastifyBaseLogger } from 'fastify';
 
 /** Seconds a client is told to wait when a dependency is down (RFC 9110 §10.2.3 `Retry-After`). */
@@ -24,14 +24,14 @@ export class DependencyUnavailable extends Error {
 }
 
 /**
- * Whether an error means a dependency (PostgreSQL, SQLite's lock, Redis) could not serve in time, or the database had
- * no room for a write — an outage, not a bug: every surface answers it 503 with Retry-After in its own shape, and the
+ * Whether an error means a dependency (PostgreSQL, SQLite's lock, Redis) could not serve in time, or the database
+ * refused a write it cannot make now (`refusesWrites`) — an outage, not a bug: every surface answers it 503 with Retry-After in its own shape, and the
  * log says so once, not per request.
  */
 export function isDependencyOutage(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;
   if (error instanceof DependencyUnavailable || error instanceof StatementWaitTimeout) return true;
-  if (isStorageFull(error)) return true;
+  if (refusesWrites(error)) return true;
   const e = error as { code?: unknown; message?: unknown };
   const code = typeof e.code === 'string' ? e.code : '';
   if (isPostgresUnavailable(code) || NETWORK_CODES.has(code) || code === 'SQLITE_BUSY') return true;
@@ -39,12 +39,16 @@ export function isDependencyOutage(error: unknown): boolean {
 }
 
 /**
- * Whether the database refused a write for want of space: SQLite's `SQLITE_FULL` ("database or disk is full": the
- * disk, or past `max_page_count`), PostgreSQL's 53100 `disk_full` (PostgreSQL Appendix A). The write was undone, and
- * reads go on being served: `WritesWatch` follows this state, not the database's `DependencyWatch`.
+ * Whether the database refused a write that it cannot make now, while it goes on serving reads: for want of space
+ * (SQLite's `SQLITE_FULL`, "database or disk is full": the disk, or past `max_page_count`; PostgreSQL's 53100
+ * `disk_full`), or because it is read-only (PostgreSQL's 25006 `read_only_sql_transaction`: a standby, or a primary a
+ * failover demoted that a connection still reaches; SQLite's `SQLITE_READONLY`: a file or a file system made
+ * read-only). The write was undone. `WritesWatch` follows this state, not the database's `DependencyWatch`.
  */
-export function isStorageFull(error: unknown): boolean {
-  return (error as { code?: unknown } | null)?.code === 'SQLITE_FULL' || isDiskFull(error);
+export function refusesWrites(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && (code === 'SQLITE_FULL' || code.startsWith('SQLITE_READONLY'))) return true;
+  return isDiskFull(error) || isReadOnly(error);
 }
 
 /**
@@ -64,8 +68,8 @@ export class DependencyWatch {
   }
 
   failed(error: unknown): void {
-    // A full disk refuses writes while reads succeed: up and down on every other request here (`WritesWatch`'s).
-    if (this.down || !isDependencyOutage(error) || isStorageFull(error)) return;
+    // A database that refuses writes serves reads: up and down on every other request here (`WritesWatch`'s).
+    if (this.down || !isDependencyOutage(error) || refusesWrites(error)) return;
     this.down = true;
     const e = error as { code?: unknown; message?: unknown };
     this.log.warn({ dependency: this.name, code: e.code, reason: e.message }, `${this.name} unavailable`);
@@ -87,8 +91,8 @@ export class DependencyWatch {
 export const WRITES_SETTLE_MS = 10_000;
 
 /**
- * Whether the database accepts writes: the outage of a full disk, which refuses writes and serves reads (and which
- * `DependencyWatch` leaves alone). One warning when the first write is refused; one line when a write succeeds with
+ * Whether the database accepts writes: the outage of a full disk or a read-only server, which refuses writes and
+ * serves reads (`refusesWrites`; `DependencyWatch` leaves it alone). One warning when the first write is refused; one line when a write succeeds with
  * none refused for `WRITES_SETTLE_MS`. Reported as `svc_dependency_up{dependency="database_writes"}`.
  */
 export class WritesWatch {
@@ -110,10 +114,7 @@ export class WritesWatch {
     if (this.refusing) return;
     this.refusing = true;
     const e = error as { code?: unknown; message?: unknown };
-    this.log.warn(
-      { dependency: this.name, code: e.code, reason: e.message },
-      `${this.name} refuses writes (storage full)`,
-    );
+    this.log.warn({ dependency: this.name, code: e.code, reason: e.message }, `${this.name} refuses writes`);
   }
 
   wrote(): void {

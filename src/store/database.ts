@@ -155,13 +155,14 @@ function discardingBrokenClients(pool: pg.Pool): PostgresPool {
 
 /**
  * Whether an error is a failure of the connection rather than of the statement: anything the server did not report
- * itself (a client-side timeout, a closed socket: EPIPE, ECONNRESET), or class 08 (connection exception) or
- * 57P01–57P03 (the server is going away). A statement the server cancelled (57014, statement_timeout) or refused
- * (23505...) leaves the connection usable. pg-pool already drops a client whose socket closed; what it keeps is one
- * whose read timed out, which this catches.
+ * itself (a client-side timeout, a closed socket: EPIPE, ECONNRESET), class 08 (connection exception), 57P01–57P03
+ * (the server is going away), or 25006 (the server is read-only: after a failover, a connection to the demoted primary
+ * stays read-only for good, where a new one may reach the new primary). A statement the server cancelled (57014,
+ * statement_timeout) or refused (23505...) leaves the connection usable. pg-pool already drops a client whose socket
+ * closed; what it keeps is one whose read timed out, or whose server turned read-only, which this catches.
  */
 function isConnectionFailure(e: unknown): boolean {
-  return !(e instanceof pg.DatabaseError) || /^(08|57P0[1-3])/.test(e.code ?? '');
+  return !(e instanceof pg.DatabaseError) || /^(08|57P0[1-3]|25006$)/.test(e.code ?? '');
 }
 
 function sqliteFile(dataDir: string): {

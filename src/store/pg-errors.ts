@@ -51,3 +51,12 @@ export function isUnstorableText(error: unknown): boolean {
 export function isDiskFull(error: unknown): boolean {
   return reportedState(error) === '53100';
 }
+
+/**
+ * Whether PostgreSQL refused a write because the transaction is read-only (`read_only_sql_transaction`): the server is a
+ * standby — a primary a failover demoted, still reached by a connection or an address not yet moved — or
+ * `default_transaction_read_only` is set. Reads go on meanwhile.
+ */
+export function isReadOnly(error: unknown): boolean {
+  return reportedState(error) === '25006';
+}

@@ -131,7 +131,7 @@ describe(`a database with no room for writes (${ENGINE})`, () => {
       expect(res.headers.get('retry-after')).toBe('5');
       expect(body['error']).toBe('temporarily_unavailable');
     }
-    expect(logged('database refuses writes (storage full)')).toBe(1);
+    expect(logged('database refuses writes')).toBe(1);
     expect(logged('database unavailable')).toBe(0);
     expect(logged('unhandled error')).toBe(0);
     expect(await dependencyUp('database_writes')).toBe(0);
@@ -149,7 +149,7 @@ describe(`a database with no room for writes (${ENGINE})`, () => {
     // The refused rotation wrote nothing: the token it was given is still the chain's.
     const { res, body } = await refresh();
     expect(res.status, JSON.stringify(body)).toBe(200);
-    expect(logged('database refuses writes (storage full)')).toBe(1);
+    expect(logged('database refuses writes')).toBe(1);
     expect(logged('unhandled error')).toBe(0);
   });
 });
