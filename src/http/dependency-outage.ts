@@ -25,8 +25,8 @@ export class DependencyUnavailable extends Error {
 
 /**
  * Whether an error means a dependency (PostgreSQL, SQLite's lock, Redis) could not serve in time, or the database
- * refused a write it cannot make now (`refusesWrites`) — an outage, not a bug: every surface answers it 503 with Retry-After in its own shape, and the
- * log says so once, not per request.
+ * refused a write it cannot make now (`refusesWrites`) — an outage, not a bug: every surface answers it 503 with
+ * Retry-After in its own shape, and the log says so once, not per request.
  */
 export function isDependencyOutage(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;
@@ -92,8 +92,9 @@ export const WRITES_SETTLE_MS = 10_000;
 
 /**
  * Whether the database accepts writes: the outage of a full disk or a read-only server, which refuses writes and
- * serves reads (`refusesWrites`; `DependencyWatch` leaves it alone). One warning when the first write is refused; one line when a write succeeds with
- * none refused for `WRITES_SETTLE_MS`. Reported as `svc_dependency_up{dependency="database_writes"}`.
+ * serves reads (`refusesWrites`; `DependencyWatch` leaves it alone). One warning when the first write is refused; one
+ * line when a write succeeds with none refused for `WRITES_SETTLE_MS`. Reported as
+ * `svc_dependency_up{dependency="database_writes"}`.
  */
 export class WritesWatch {
   private refusing = false;

@@ -53,8 +53,8 @@ export function isDiskFull(error: unknown): boolean {
 }
 
 /**
- * Whether PostgreSQL refused a write because the transaction is read-only (`read_only_sql_transaction`): the server is a
- * standby — a primary a failover demoted, still reached by a connection or an address not yet moved — or
+ * Whether PostgreSQL refused a write because the transaction is read-only (`read_only_sql_transaction`): the server
+ * is a standby — a primary a failover demoted, still reached by a connection or an address not yet moved — or
  * `default_transaction_read_only` is set. Reads go on meanwhile.
  */
 export function isReadOnly(error: unknown): boolean {
