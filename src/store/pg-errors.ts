@@ -9,10 +9,11 @@
 const UNAVAILABLE = /^(08|57P0[1-3]|53300|57014)/;
 
 /**
- * Classes that say nothing about what a statement was given: connection exceptions, insufficient resources, operator
- * intervention (a cancel, the statement timeout, a shutdown), system and internal errors.
+ * Classes that say nothing about what a statement was given: connection exceptions, the transaction's state (25006: a
+ * read-only server), insufficient resources (53100: a full disk), operator intervention (a cancel, the statement
+ * timeout, a shutdown), system and internal errors.
  */
-const NOT_THE_VALUES = new Set(['08', '53', '57', '58', 'XX']);
+const NOT_THE_VALUES = new Set(['08', '25', '53', '57', '58', 'XX']);
 
 /** U+0000 in text (`character_not_in_repertoire`), or a character the database's encoding lacks. */
 const UNSTORABLE_TEXT = new Set(['22021', '22P05']);

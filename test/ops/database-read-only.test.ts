@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WRITES_SETTLE_MS } from '../../src/http/dependency-outage.js';
+import { connect, register, token as tokenRequest } from '../auth/oauth-helpers.js';
 import { freshDatabase, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 import { postSession } from '../helpers/ops.js';
 
@@ -39,6 +40,7 @@ beforeAll(async () => {
       METRICS_PORT: '0',
       SIGNIN_LIMIT_PER_IP: '10000',
       SIGNIN_LIMIT_PER_USERNAME: '10000',
+      DCR_LIMIT_PER_IP: '1000',
     },
   });
 });
@@ -61,6 +63,17 @@ describe('PostgreSQL read-only after a failover (always PostgreSQL)', () => {
   it('writes are refused 503 with Retry-After, reads are served, and writes come back by themselves', async () => {
     const { token } = await signIn(server);
     const me = () => fetch(`${server.url.api}/me`, { headers: { authorization: `Bearer ${token}` } });
+    const redirectUri = 'http://127.0.0.1:9999/callback';
+    const clientId = (await register(server, { redirect_uris: [redirectUri], client_name: 'Host' })).body[
+      'client_id'
+    ] as string;
+    const { tokens } = await connect(server, { clientId, redirectUri });
+    const refresh = () =>
+      tokenRequest(server, {
+        grant_type: 'refresh_token',
+        refresh_token: tokens['refresh_token']!,
+        client_id: clientId,
+      });
 
     // The failover: this role's sessions start read-only, and its connections are cut (the old primary restarts).
     await admin.query(`ALTER ROLE ${ROLE} SET default_transaction_read_only = on`);
@@ -83,6 +96,10 @@ describe('PostgreSQL read-only after a failover (always PostgreSQL)', () => {
     expect(await writesUp()).toBe(0);
     // Reads are served, the liveness of the session read from the database on every request.
     expect((await me()).status).toBe(200);
+    // A rotation (one shared statement on PostgreSQL) is refused whole, in the OAuth shape.
+    const rotation = await refresh();
+    expect(rotation.res.status).toBe(503);
+    expect(rotation.body['error']).toBe('temporarily_unavailable');
 
     // The address reaches the new primary: new connections write. The read-only ones are dropped when refused.
     await admin.query(`ALTER ROLE ${ROLE} RESET default_transaction_read_only`);
@@ -96,6 +113,8 @@ describe('PostgreSQL read-only after a failover (always PostgreSQL)', () => {
     server.clock.advance(WRITES_SETTLE_MS);
     expect((await postSession(server.url.auth, 'ada')).status).toBe(201);
     expect(logged('database accepts writes again')).toHaveLength(1);
+    // The refused rotation wrote nothing: its token is still the chain's.
+    expect((await refresh()).res.status).toBe(200);
     expect(logged('database refuses writes')).toHaveLength(1);
     expect(await writesUp()).toBe(1);
     expect(logged('unhandled error')).toEqual([]);
