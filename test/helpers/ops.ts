@@ -29,3 +29,14 @@ export async function within(check: () => Promise<boolean>, timeoutMs: number): 
   }
   return -1;
 }
+
+/** `svc_dependency_up` of `dependency` as an instance's metrics listener (`METRICS_PORT`) reports it; NaN if absent. */
+export async function dependencyUp(metricsUrl: string, dependency: string): Promise<number> {
+  const text = await (await fetch(metricsUrl)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`svc_dependency_up{dependency="${dependency}"}`));
+  return Number(line?.split(' ')[1]);
+}
+
+/** The log lines an instance wrote with this message. */
+export const logged = (logs: { lines: Record<string, unknown>[] }, message: string) =>
+  logs.lines.filter((l) => l['msg'] === message);

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WRITES_SETTLE_MS } from '../../src/http/dependency-outage.js';
 import { connect, register, token as tokenRequest } from '../auth/oauth-helpers.js';
 import { freshDatabase, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
-import { postSession } from '../helpers/ops.js';
+import { dependencyUp, logged as loggedLines, postSession } from '../helpers/ops.js';
 
 /**
  * PostgreSQL turned read-only under the instance, always against PostgreSQL: what a failover leaves for the
@@ -51,13 +51,8 @@ afterAll(async () => {
   await admin?.end();
 });
 
-const logged = (message: string) => server.logs.lines.filter((l) => l['msg'] === message);
-
-async function writesUp(): Promise<number> {
-  const text = await (await fetch(server.services.metricsUrl!)).text();
-  const line = text.split('\n').find((l) => l.startsWith('svc_dependency_up{dependency="database_writes"}'));
-  return Number(line?.split(' ')[1]);
-}
+const logged = (message: string) => loggedLines(server.logs, message);
+const writesUp = () => dependencyUp(server.services.metricsUrl!, 'database_writes');
 
 describe('PostgreSQL read-only after a failover (always PostgreSQL)', () => {
   it('writes are refused 503 with Retry-After, reads are served, and writes come back by themselves', async () => {

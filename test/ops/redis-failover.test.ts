@@ -3,7 +3,7 @@ import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
-import { postSession, within } from '../helpers/ops.js';
+import { dependencyUp, logged as loggedLines, postSession, within } from '../helpers/ops.js';
 import { TcpForwarder } from '../helpers/tcp-forwarder.js';
 
 /**
@@ -75,13 +75,8 @@ afterAll(async () => {
 const ATTEMPTS_KEY = 'svc:signin-ip:127.0.0.1';
 const attempts = async (redis: OwnRedis) => Number((await redis.client.get(ATTEMPTS_KEY)) ?? 0);
 const logged = (message: string) =>
-  server.logs.lines.filter((l) => l['msg'] === `redis (rate limits fall back to memory) ${message}`);
-
-async function redisUp(): Promise<number> {
-  const text = await (await fetch(server.services.metricsUrl!)).text();
-  const line = text.split('\n').find((l) => l.startsWith('svc_dependency_up{dependency="redis"}'));
-  return Number(line?.split(' ')[1]);
-}
+  loggedLines(server.logs, `redis (rate limits fall back to memory) ${message}`);
+const redisUp = () => dependencyUp(server.services.metricsUrl!, 'redis');
 
 describe(`Redis failed over behind its address (${ENGINE})`, () => {
   it('READONLY from the demoted primary: logged once, sign-in goes on, the new primary counts, logged once', async () => {

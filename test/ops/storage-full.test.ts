@@ -5,7 +5,7 @@ import { grant } from '../agency-mcp/helpers.js';
 import { connect, register, token } from '../auth/oauth-helpers.js';
 import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 import { modernRequest } from '../helpers/mcp.js';
-import { postSession } from '../helpers/ops.js';
+import { dependencyUp, logged as loggedLines, postSession } from '../helpers/ops.js';
 
 /**
  * The database with no room left for a write, as a full disk leaves it, on the run's engine: the embedded database
@@ -75,13 +75,8 @@ async function untilRefused(
   throw new Error(`no write refused in 500: ${[...statuses].join(', ')}`);
 }
 
-async function dependencyUp(dependency: string): Promise<number> {
-  const text = await (await fetch(server.services.metricsUrl!)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`svc_dependency_up{dependency="${dependency}"}`));
-  return Number(line?.split(' ')[1]);
-}
-
-const logged = (message: string) => server.logs.lines.filter((l) => l['msg'] === message).length;
+const dependency = (name: string) => dependencyUp(server.services.metricsUrl!, name);
+const logged = (message: string) => loggedLines(server.logs, message).length;
 
 describe(`a database with no room for writes (${ENGINE})`, () => {
   it("refuses writes 503 with Retry-After in each surface's shape, serves reads, logs once each way, and recovers", async () => {
@@ -134,8 +129,8 @@ describe(`a database with no room for writes (${ENGINE})`, () => {
     expect(logged('database refuses writes')).toBe(1);
     expect(logged('database unavailable')).toBe(0);
     expect(logged('unhandled error')).toBe(0);
-    expect(await dependencyUp('database_writes')).toBe(0);
-    expect(await dependencyUp('database')).toBe(1);
+    expect(await dependency('database_writes')).toBe(0);
+    expect(await dependency('database')).toBe(1);
 
     await freeStorage();
     expect((await postSession(server.url.auth, 'ada')).status).toBe(201);
@@ -145,7 +140,7 @@ describe(`a database with no room for writes (${ENGINE})`, () => {
     expect((await postSession(server.url.auth, 'ada')).status).toBe(201);
     expect((await createClient(++n)).status).toBe(200);
     expect(logged('database accepts writes again')).toBe(1);
-    expect(await dependencyUp('database_writes')).toBe(1);
+    expect(await dependency('database_writes')).toBe(1);
     // The refused rotation wrote nothing: the token it was given is still the chain's.
     const { res, body } = await refresh();
     expect(res.status, JSON.stringify(body)).toBe(200);
