@@ -12,6 +12,7 @@ import {
 import pg from 'pg';
 import type { Config } from '../config/config.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './checkpointer.js';
+import { isReadOnly } from './pg-errors.js';
 import {
   type Outcomes,
   type PreparedSql,
@@ -162,7 +163,7 @@ function discardingBrokenClients(pool: pg.Pool): PostgresPool {
  * closed; what it keeps is one whose read timed out, or whose server turned read-only, which this catches.
  */
 function isConnectionFailure(e: unknown): boolean {
-  return !(e instanceof pg.DatabaseError) || /^(08|57P0[1-3]|25006$)/.test(e.code ?? '');
+  return !(e instanceof pg.DatabaseError) || /^(08|57P0[1-3])/.test(e.code ?? '') || isReadOnly(e);
 }
 
 function sqliteFile(dataDir: string): {
