@@ -199,7 +199,8 @@ export function sqlitePrepared(
       wrote,
     );
   /** A write with RETURNING is not read-only: it commits on its own, as every write does. */
-  const rowsOutsideTransactions = <R>(own: OwnStatement, params: readonly unknown[]): R[] => {
+  const rowsOutsideTransactions = <R>(text: string, params: readonly unknown[]): R[] => {
+    const own = statement(text);
     if (own.statement.readonly) return shared.run(() => rowsOf<R>(own, params));
     shared.end();
     return rowsOf<R>(own, params);
@@ -207,9 +208,13 @@ export function sqlitePrepared(
   return {
     engine: 'sqlite',
     rows: (text, params) => {
-      // Prepared at the text's first use: a text that does not prepare is a bug of the code, thrown at once.
-      const own = statement(text);
-      return exclusive(() => rowsOutsideTransactions(own, params), !own.statement.readonly);
+      // SQLite knows whether a prepared statement writes; a text's first use prepares it inside the watch, so that a
+      // failure to prepare rejects (and is heard) like any other, and is judged by its text until then.
+      const own = statements.get(text);
+      return exclusive(
+        () => rowsOutsideTransactions(text, params),
+        own ? !own.statement.readonly : writes(text),
+      );
     },
     changes: (text, params) =>
       exclusive(() => {

@@ -106,6 +106,14 @@ describe(`the store's watch (${ENGINE})`, () => {
     expect(told[1]).toMatch(/^failed: .*(unique|UNIQUE)/);
   });
 
+  it('hears of a text that does not prepare, which rejects like any failed statement', async () => {
+    told.length = 0;
+    const bad = watched.sql.rows('SELEC id FROM notes_t', []);
+    await expect(bad).rejects.toThrow(/syntax/);
+    expect(told).toHaveLength(1);
+    expect(told[0]).toMatch(/^failed: .*syntax/);
+  });
+
   it('hears whether a statement wrote: a full disk refuses writes and serves reads', async () => {
     told.length = 0;
     await watched.sql.rows('SELECT id, n FROM notes_t WHERE id = $1', ['w']);
