@@ -36,7 +36,7 @@ import { openStore, type Store } from './store/database.js';
 import { migrateToLatest } from './store/migrate.js';
 import { LivenessCache } from './tokens/liveness.js';
 import { SigningKeys } from './tokens/signing-keys.js';
-import { TokenVerifier } from './tokens/verifier.js';
+import { MAX_CLOCK_SKEW_MS, TokenVerifier } from './tokens/verifier.js';
 import type { VersionRegistry } from './versions/registry.js';
 import { versions as releasedVersions } from './versions/versions.js';
 import { WebSessions } from './web/web-session.js';
@@ -170,6 +170,7 @@ async function buildContext(
     sessions: reads.sessionLiveness,
     connections: reads.connectionLiveness,
     cacheCounter: metrics.tokenCache,
+    clockBehind: clockBehindWarning(log, clock),
   });
   return {
     config,
@@ -195,6 +196,27 @@ async function buildContext(
       await redis?.close();
       await store.close();
     },
+  };
+}
+
+/** How often at most the log says again that this instance's clock is behind its tokens' issuer. */
+const CLOCK_WARNING_INTERVAL_MS = 60_000;
+
+/**
+ * A warning, at most once a minute, when tokens this service signed are dated ahead of this instance's clock by more
+ * than the verifier allows: their holders get 401 here until the clock catches up, which no client can fix.
+ */
+function clockBehindWarning(log: FastifyBaseLogger, clock: Clock): (aheadMs: number) => void {
+  let lastWarned = Number.NEGATIVE_INFINITY;
+  return (aheadMs) => {
+    const at = clock.monotonic();
+    if (at - lastWarned < CLOCK_WARNING_INTERVAL_MS) return;
+    lastWarned = at;
+    // Set back, or drifting: the instances' time synchronisation (NTP) is what to look at.
+    log.warn(
+      { ahead_ms: Math.round(aheadMs), allowed_ms: MAX_CLOCK_SKEW_MS },
+      "clock behind the tokens' issuer: tokens refused until it catches up",
+    );
   };
 }
 

@@ -41,6 +41,7 @@ const REFRESH_MARGIN_MS = 30_000;
 
 interface Exchanged {
   token: string;
+  /** On the monotonic clock (base/clock.ts): `expires_in` is a duration, and this instance's wall clock may be set. */
   refreshAtMs: number;
 }
 
@@ -69,7 +70,7 @@ export class DashboardGateway {
     const cached = this.exchanged.get(key);
     if (cached) {
       const entry = await cached.catch(() => undefined);
-      if (entry && entry.refreshAtMs > this.ctx.clock.now()) return entry.token;
+      if (entry && entry.refreshAtMs > this.ctx.clock.monotonic()) return entry.token;
     }
     const pending = this.exchange(inbound);
     this.exchanged.set(key, pending);
@@ -133,7 +134,7 @@ export class DashboardGateway {
       : await this.exchangeOverHttp(inbound);
     return {
       token: body.access_token,
-      refreshAtMs: this.ctx.clock.now() + body.expires_in * 1000 - REFRESH_MARGIN_MS,
+      refreshAtMs: this.ctx.clock.monotonic() + body.expires_in * 1000 - REFRESH_MARGIN_MS,
     };
   }
 

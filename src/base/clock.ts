@@ -1,17 +1,41 @@
-/** The source of "now", in epoch milliseconds. Injected everywhere so that tests can move time (codes, expiry). */
+import { performance } from 'node:perf_hooks';
+
+/**
+ * The sources of time, injected everywhere so that tests can move it (codes, expiry, cache bounds).
+ *
+ * Two clocks, because the wall clock can be set: NTP stepping it at boot, a virtual machine restored from a snapshot,
+ * an operator's `date -s`. `now` is the wall clock, for what is stored, signed or compared with another instance (a
+ * token's `exp`, a row's `expires_at`). `monotonic` only moves forward, for "how long ago" in this process (how long a
+ * cached answer is trusted, when the keys were last read, when the last prune ran): measured on the wall clock, a step
+ * back of an hour kept every cached liveness answer for that hour, so a revocation made on another instance went
+ * unseen here for an hour instead of LIVENESS_CACHE_SECONDS.
+ */
 export interface Clock {
+  /** Epoch milliseconds (the wall clock). */
   now(): number;
+  /** Milliseconds from an arbitrary origin, never set back: only differences between two readings mean anything. */
+  monotonic(): number;
 }
 
-export const systemClock: Clock = { now: () => Date.now() };
+export const systemClock: Clock = { now: () => Date.now(), monotonic: () => performance.now() };
 
 /** A clock that tests move by hand. */
 export class ManualClock implements Clock {
+  private elapsed = 0;
   constructor(private current = Date.now()) {}
   now(): number {
     return this.current;
   }
+  monotonic(): number {
+    return this.elapsed;
+  }
+  /** Time passes: both clocks move. */
   advance(ms: number): void {
+    this.current += ms;
+    this.elapsed += ms;
+  }
+  /** The wall clock is set (back, with a negative `ms`) and no time passes: the monotonic clock stays. */
+  step(ms: number): void {
     this.current += ms;
   }
 }

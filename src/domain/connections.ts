@@ -325,13 +325,14 @@ export async function pruneExpiredGrants(db: Db, clock: Clock): Promise<void> {
 }
 
 const PRUNE_INTERVAL_MS = 3600_000;
-/** When each store (each instance; several may share a process) last pruned. */
+/** When each store (each instance; several may share a process) last pruned, on the monotonic clock (base/clock.ts). */
 const lastPrune = new WeakMap<Db, number>();
 
 /** `pruneExpiredGrants`, at most once an hour per instance: cheap enough to call from the refresh path. */
 export async function pruneExpiredGrantsHourly(db: Db, clock: Clock): Promise<void> {
-  if (clock.now() - (lastPrune.get(db) ?? Number.NEGATIVE_INFINITY) < PRUNE_INTERVAL_MS) return;
-  lastPrune.set(db, clock.now());
+  const now = clock.monotonic();
+  if (now - (lastPrune.get(db) ?? Number.NEGATIVE_INFINITY) < PRUNE_INTERVAL_MS) return;
+  lastPrune.set(db, now);
   await pruneExpiredGrants(db, clock);
 }
 

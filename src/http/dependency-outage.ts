@@ -98,7 +98,8 @@ export const WRITES_SETTLE_MS = 10_000;
  */
 export class WritesWatch {
   private refusing = false;
-  private lastRefusedAt = 0;
+  /** On the monotonic clock (base/clock.ts). */
+  private lastRefusedAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly name: string,
@@ -111,7 +112,7 @@ export class WritesWatch {
   }
 
   refused(error: unknown): void {
-    this.lastRefusedAt = this.clock.now();
+    this.lastRefusedAt = this.clock.monotonic();
     if (this.refusing) return;
     this.refusing = true;
     const e = error as { code?: unknown; message?: unknown };
@@ -119,7 +120,7 @@ export class WritesWatch {
   }
 
   wrote(): void {
-    if (!this.refusing || this.clock.now() - this.lastRefusedAt < WRITES_SETTLE_MS) return;
+    if (!this.refusing || this.clock.monotonic() - this.lastRefusedAt < WRITES_SETTLE_MS) return;
     this.refusing = false;
     this.log.info({ dependency: this.name }, `${this.name} accepts writes again`);
   }

@@ -21,6 +21,7 @@ export interface CachedLookupOptions<T> {
  * lookup reads again.
  */
 export class CachedLookup<T> {
+  /** `loadedAt`: the monotonic clock when its read began. */
   private readonly entries: Lru<string, { value: T; loadedAt: number }>;
   private readonly inFlight = new Map<string, Promise<T>>();
 
@@ -29,7 +30,7 @@ export class CachedLookup<T> {
   }
 
   async get(id: string): Promise<T> {
-    const now = this.o.clock.now();
+    const now = this.o.clock.monotonic();
     const entry = this.entries.get(id);
     const hit = entry !== undefined && this.fresh(entry, now);
     this.o.counter?.lookup(hit);
@@ -43,10 +44,13 @@ export class CachedLookup<T> {
    */
   peek(id: string): T | undefined {
     const entry = this.entries.get(id);
-    return entry !== undefined && this.fresh(entry, this.o.clock.now()) ? entry.value : undefined;
+    return entry !== undefined && this.fresh(entry, this.o.clock.monotonic()) ? entry.value : undefined;
   }
 
-  /** Trusted without a read: loaded within the TTL, or a value that can never change back (`isFinal`). */
+  /**
+   * Trusted without a read: loaded within the TTL, or a value that can never change back (`isFinal`). The TTL is
+   * measured on the monotonic clock: a wall clock set back must not stretch the bound (base/clock.ts).
+   */
   private fresh(entry: { loadedAt: number; value: T }, now: number): boolean {
     return now - entry.loadedAt < this.o.ttlMs || this.o.isFinal?.(entry.value) === true;
   }

@@ -18,6 +18,11 @@ export interface JwtVerifyOptions {
   /** Epoch milliseconds. */
   now: number;
   requiredClaims: readonly string[];
+  /**
+   * How far `nbf` may be ahead of `now`, for clocks that differ between issuer and verifier (RFC 7519 §4.1.5 "some
+   * small leeway"). None on `exp` (§4.1.4): a token's life is never lengthened. Default 0, as jose's.
+   */
+  nbfLeewayMs?: number;
 }
 
 const INVALID = { ok: false, failure: 'invalid', message: 'The access token is invalid' } as const;
@@ -62,8 +67,9 @@ function checkClaims(payload: JWTPayload, o: JwtVerifyOptions): JwtCheck {
     return { ok: false, failure: 'invalid', message: 'The access token was issued by another issuer' };
   const now = Math.floor(o.now / 1000);
   if (payload.iat !== undefined && typeof payload.iat !== 'number') return claimFailure('iat');
-  // RFC 7519 §4.1.5 and §4.1.4, without leeway.
-  if (payload.nbf !== undefined && (typeof payload.nbf !== 'number' || payload.nbf > now))
+  // RFC 7519 §4.1.5 with the leeway asked for, §4.1.4 without any.
+  const leeway = (o.nbfLeewayMs ?? 0) / 1000;
+  if (payload.nbf !== undefined && (typeof payload.nbf !== 'number' || payload.nbf > now + leeway))
     return claimFailure('nbf');
   if (payload.exp !== undefined && typeof payload.exp !== 'number') return claimFailure('exp');
   if (payload.exp !== undefined && payload.exp <= now)

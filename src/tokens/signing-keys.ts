@@ -40,8 +40,9 @@ const UNKNOWN_KID_RELOAD_MS = 1_000;
  */
 export class SigningKeys {
   private keys: LoadedKey[] = [];
-  private loadedAt = 0;
-  private lastUnknownKidReload = 0;
+  /** On the monotonic clock (base/clock.ts), as every "how long ago" here: a wall clock set back must not stop reloads. */
+  private loadedAt = Number.NEGATIVE_INFINITY;
+  private lastUnknownKidReload = Number.NEGATIVE_INFINITY;
   private loading: Promise<void> | undefined;
 
   constructor(
@@ -99,7 +100,7 @@ export class SigningKeys {
   async verificationKey(kid: string, alg: string): Promise<KeyObject | undefined> {
     await this.refreshIfStale();
     let key = this.keys.find((k) => k.kid === kid);
-    const now = this.clock.now();
+    const now = this.clock.monotonic();
     if (!key && now - this.lastUnknownKidReload > UNKNOWN_KID_RELOAD_MS) {
       this.lastUnknownKidReload = now;
       await this.reload();
@@ -115,7 +116,7 @@ export class SigningKeys {
   }
 
   private async refreshIfStale(): Promise<void> {
-    if (this.clock.now() - this.loadedAt > KEY_REFRESH_INTERVAL_MS) await this.reload();
+    if (this.clock.monotonic() - this.loadedAt > KEY_REFRESH_INTERVAL_MS) await this.reload();
   }
 
   private reload(): Promise<void> {
@@ -127,6 +128,7 @@ export class SigningKeys {
 
   private async readKeys(): Promise<void> {
     const now = this.clock.now();
+    const readAt = this.clock.monotonic();
     const rows = await this.db.selectFrom('signing_keys').selectAll().orderBy('created_at', 'desc').execute();
     const live = rows.filter((r) => r.retired_at === null || r.retired_at + this.overlapMs > now);
     const loaded = new Map(this.keys.map((k) => [k.kid, k]));
@@ -152,7 +154,7 @@ export class SigningKeys {
     this.keys.sort(
       (x, y) => y.createdAt - x.createdAt || Number(x.retiredAt !== null) - Number(y.retiredAt !== null),
     );
-    this.loadedAt = now;
+    this.loadedAt = readAt;
   }
 
   /** A new key pair as a row of `signing_keys` (generated before any lock is taken: it takes a while). */

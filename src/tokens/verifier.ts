@@ -1,4 +1,4 @@
-import { decodeProtectedHeader, type JWTPayload } from 'jose';
+import { decodeJwt, decodeProtectedHeader, type JWTPayload } from 'jose';
 import type { Clock } from '../base/clock.js';
 import type { CacheCounter } from '../base/metrics.js';
 import { TOKEN_TYPES } from './jwt.js';
@@ -90,14 +90,24 @@ export interface VerifierOptions {
   connections: LivenessCache;
   /** Hits and misses of the verified-token cache, for the metrics. */
   cacheCounter?: CacheCounter;
+  /**
+   * Told when a token this service signed is dated further ahead of this instance's clock than MAX_CLOCK_SKEW_MS
+   * allows (`aheadMs`): this instance's clock is behind its issuer's (set back, or drifting), and every token issued
+   * within the difference is refused until it catches up. Something an operator must hear of, not a client's fault.
+   */
+  clockBehind?: (aheadMs: number) => void;
 }
 
 /**
  * Verifies bearer JWTs for every resource server in the process. Signature, issuer, type and times are checked once
  * and cached, keyed by the token, until its `exp` (docs/contract.md#tokens); audience and liveness are checked on every call.
  */
-/** How far ahead of this instance's clock a token's `iat` may be (another instance's clock may run ahead). */
-const MAX_CLOCK_SKEW_MS = 60_000;
+/**
+ * How far ahead of this instance's clock a token's `iat` and `nbf` may be: another instance's clock may run ahead
+ * (RFC 7519 §4.1.5's leeway). Without it on `nbf`, which every token carries equal to `iat`, a token signed on an
+ * instance one second ahead was refused "not valid yet" by the others for that second. `exp` has none.
+ */
+export const MAX_CLOCK_SKEW_MS = 60_000;
 
 export class TokenVerifier {
   private readonly cache: Lru<string, VerifiedEntry>;
@@ -199,7 +209,11 @@ export class TokenVerifier {
   ): TokenError | undefined {
     const now = this.o.clock.now();
     if (entry.expMs <= now) return new TokenError('expired', 'The access token expired');
-    if (entry.nbfMs > now) return new TokenError('not_yet_valid', 'The access token is not valid yet');
+    if (entry.nbfMs > now + MAX_CLOCK_SKEW_MS) {
+      // Verified here before this clock was set back: dated by one of our clocks all the same.
+      this.o.clockBehind?.(entry.nbfMs - now);
+      return new TokenError('not_yet_valid', 'The access token is not valid yet');
+    }
     if (!accept.includes(entry.kind))
       return new TokenError('invalid', 'This kind of token is not accepted here');
     if (!entry.audiences.includes(audience))
@@ -254,19 +268,26 @@ export class TokenVerifier {
     const publicKey =
       typeof header.kid === 'string' && (await this.o.keys.verificationKey(header.kid, header.alg));
     if (!publicKey) throw new TokenError('invalid', 'The access token was not signed by a known key');
+    const now = this.o.clock.now();
     const checked = verifyJwt(token, header, publicKey, {
       alg: header.alg as SigningAlg,
       issuer: this.o.issuer(),
-      now: this.o.clock.now(),
+      now,
       requiredClaims: REQUIRED_CLAIMS[kind],
+      nbfLeewayMs: MAX_CLOCK_SKEW_MS,
     });
-    if (!checked.ok) throw new TokenError(checked.failure, checked.message);
+    if (!checked.ok) {
+      // Signed by us, so dated by one of our clocks: the signature verified before the times were read.
+      if (checked.failure === 'not_yet_valid') this.reportAhead(token, now);
+      throw new TokenError(checked.failure, checked.message);
+    }
     const payload = checked.payload;
     if (typeof payload.sub !== 'string' || payload.exp === undefined) {
       throw new TokenError('invalid', 'The access token lacks a subject');
     }
     // RFC 7519 §4.1.6: a token issued in the future was not issued by our clock; a minute covers instance skew.
-    if (typeof payload.iat !== 'number' || payload.iat * 1000 > this.o.clock.now() + MAX_CLOCK_SKEW_MS) {
+    if (typeof payload.iat !== 'number' || payload.iat * 1000 > now + MAX_CLOCK_SKEW_MS) {
+      this.reportAhead(token, now);
       throw new TokenError('invalid', 'The access token was issued in the future');
     }
     const aud = payload.aud;
@@ -278,6 +299,14 @@ export class TokenVerifier {
       expMs: payload.exp * 1000,
       nbfMs: (payload.nbf ?? 0) * 1000,
     };
+  }
+
+  /** Tells `clockBehind` how far ahead of this clock a token we signed is dated, when it is past the allowed skew. */
+  private reportAhead(token: string, now: number): void {
+    const { iat, nbf } = decodeJwt(token);
+    const aheadMs =
+      Math.max(typeof iat === 'number' ? iat : 0, typeof nbf === 'number' ? nbf : 0) * 1000 - now;
+    if (aheadMs > MAX_CLOCK_SKEW_MS) this.o.clockBehind?.(aheadMs);
   }
 }
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/base/clock.js';
 import { CachedLookup } from '../../src/store/cached-lookup.js';
 
 /** The cache in front of the per-request reads (liveness, users, pins): one read per miss, and `forget` wins. */
@@ -11,9 +12,9 @@ function deferred<T>() {
 
 function lookup() {
   const reads: ReturnType<typeof deferred<string>>[] = [];
-  let now = 0;
+  const clock = new ManualClock(0);
   const cache = new CachedLookup<string>({
-    clock: { now: () => now },
+    clock,
     ttlMs: 5000,
     capacity: 10,
     load: () => {
@@ -22,7 +23,7 @@ function lookup() {
       return d.promise;
     },
   });
-  return { cache, reads, advance: (ms: number) => (now += ms) };
+  return { cache, reads, advance: (ms: number) => clock.advance(ms), clock };
 }
 
 describe('CachedLookup', () => {
@@ -37,6 +38,22 @@ describe('CachedLookup', () => {
     expect(reads).toHaveLength(1);
     advance(1);
     void cache.get('x');
+    expect(reads).toHaveLength(2);
+  });
+
+  it('the TTL is a duration: a wall clock set back does not stretch it, nor one set forward cut it', async () => {
+    const { cache, reads, advance, clock } = lookup();
+    const first = cache.get('x');
+    reads[0]!.resolve('live');
+    await first;
+    clock.step(-3_600_000);
+    advance(5000);
+    void cache.get('x');
+    expect(reads).toHaveLength(2);
+    reads[1]!.resolve('live');
+    await cache.get('x');
+    clock.step(3_600_000);
+    expect(await cache.get('x')).toBe('live');
     expect(reads).toHaveLength(2);
   });
 

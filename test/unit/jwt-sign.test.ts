@@ -13,7 +13,7 @@ const NOW = 1_800_000_000_000;
 // The service's keys are WebCrypto keys (signing-keys.ts), as jose makes them.
 const { privateKey, publicKey } = await generateKeyPair('ES256');
 const keys = { signingKey: async () => ({ alg: 'ES256', kid: 'k1', privateKey }) } as unknown as SigningKeys;
-const clock = { now: () => NOW };
+const clock = { now: () => NOW, monotonic: () => 0 };
 
 /** An access token of usr_1 for the resource, valid 60 s, with the caller's `claims`. */
 const signWith = (claims: Record<string, unknown>) =>

@@ -112,3 +112,32 @@ describe.each(['ES256', 'RS256'] as const)('%s: the same outcome as jose', (alg)
     expect(ours).toEqual(await withJose(jwt, keys, alg));
   });
 });
+
+describe('the leeway for clocks that differ (RFC 7519 §4.1.5)', () => {
+  const keys = keysFor('ES256');
+  const check = (payload: Record<string, unknown>, nbfLeewayMs?: number) => {
+    const jwt = token(keys, 'ES256', payload);
+    const header = JSON.parse(Buffer.from(jwt.split('.')[0]!, 'base64url').toString());
+    return verifyJwt(jwt, header, keys.publicKey, {
+      alg: 'ES256',
+      issuer: ISSUER,
+      now: NOW,
+      requiredClaims: REQUIRED,
+      nbfLeewayMs,
+    });
+  };
+  const claims = { iss: ISSUER, sub: 'usr_1', sid: 'ses_1', iat: now, exp: now + 60 };
+
+  it('takes a token whose nbf is within the leeway ahead, and refuses one beyond it', () => {
+    expect(check({ ...claims, nbf: now + 30 }, 60_000).ok).toBe(true);
+    expect(check({ ...claims, nbf: now + 61 }, 60_000)).toMatchObject({
+      ok: false,
+      failure: 'not_yet_valid',
+    });
+    expect(check({ ...claims, nbf: now + 1 })).toMatchObject({ ok: false, failure: 'not_yet_valid' });
+  });
+
+  it('never lengthens a life: exp has no leeway', () => {
+    expect(check({ ...claims, exp: now }, 60_000)).toMatchObject({ ok: false, failure: 'expired' });
+  });
+});
