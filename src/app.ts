@@ -1,7 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
-import { pino } from 'pino';
 import { agencyMcpSurface } from './agency-mcp/plugin.js';
 import { apiServerOptions, apiSurface } from './api/plugin.js';
 import { authServerOptions, authSurface } from './auth/plugin.js';
@@ -27,6 +26,7 @@ import {
   redisLimiters,
 } from './http/rate-limit.js';
 import { DependencyWatch, refusesWrites, WritesWatch } from './http/dependency-outage.js';
+import { boundedLogger } from './http/log-output.js';
 import { listenMetrics, type MetricsListener, PrometheusMetrics } from './http/metrics.js';
 import { createServer, type SurfaceServerOptions } from './http/server.js';
 import { MCP_SERVER_OPTIONS } from './mcp-kit/endpoint.js';
@@ -97,7 +97,11 @@ export interface Services {
 type ContextOptions = StartOptions & { prometheus?: PrometheusMetrics | undefined };
 
 export function createLogger(config: Config): FastifyBaseLogger {
-  return pino({ level: config.logLevel, base: { service: 'svc' } });
+  return boundedLogger(
+    { level: config.logLevel, base: { service: 'svc' } },
+    config.logBufferBytes,
+    systemClock,
+  );
 }
 
 /** Opens the store, migrates, loads keys, builds the requested surfaces and listens. */

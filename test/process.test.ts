@@ -224,6 +224,71 @@ it('a SIGTERM that arrives as the URLs are printed still drains, closes and exit
   }
 }, 60_000);
 
+it('a log collector that stops reading stdout: serving goes on in bounded memory, the loss is reported, SIGTERM ends it', async () => {
+  // What a hung logging driver or a `| tee` onto a full disk does: stdout's pipe fills and stays full. pino's default
+  // destination kept every later line in memory and, at exit, retried the write for ever: no SIGTERM ended it.
+  const fresh = await freshDatabase();
+  const cli = spawn(process.execPath, ['bin/svc.js', 'start', '--only', 'api'], {
+    env: cliEnv(fresh.env, { ...EPHEMERAL_PORTS, LOG_LEVEL: 'info', LOG_BUFFER_BYTES: '65536' }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = new Promise<number | null>((resolve) => cli.on('exit', resolve));
+  let out = '';
+  const collect = (c: Buffer) => (out += c.toString());
+  cli.stdout!.on('data', collect);
+  try {
+    for (let i = 0; i < 200 && !/api\s+http:\/\/\S+/.test(out); i++)
+      await new Promise((r) => setTimeout(r, 50));
+    const api = /api\s+(http:\/\/\S+)/.exec(out)![1]!;
+    // The collector stops: nothing reads the pipe any more.
+    const stall = () => {
+      cli.stdout!.off('data', collect);
+      cli.stdout!.pause();
+    };
+    /** `count` requests, ten at a time, each logged by the access log (~250 bytes); every one must be answered. */
+    const load = async (count: number) => {
+      for (let i = 0; i < count; i += 10) {
+        const statuses = await Promise.all(
+          Array.from({ length: 10 }, (_, j) => fetch(`${api}/no-route-${i + j}`).then((r) => r.status)),
+        );
+        expect(new Set(statuses)).toEqual(new Set([404]));
+      }
+    };
+    stall();
+    await load(3000);
+    // It reads again: the held lines arrive, then one line says how many were dropped.
+    cli.stdout!.on('data', collect);
+    cli.stdout!.resume();
+    const report = async () => {
+      for (let i = 0; i < 100; i++) {
+        const line = out.split('\n').find((l) => l.includes('"msg":"log output stalled: lines dropped"'));
+        if (line) return JSON.parse(line) as { dropped_lines: number; buffer_bytes: number };
+        await fetch(`${api}/health`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return undefined;
+    };
+    const reported = await report();
+    expect(reported, out.slice(-2000)).toMatchObject({ level: 40, buffer_bytes: 65536 });
+    expect(reported!.dropped_lines).toBeGreaterThan(0);
+    const logged = out.split('\n').filter((l) => l.includes('/no-route-')).length;
+    expect(logged).toBeLessThan(3000);
+
+    // Stalled again, a SIGTERM ends the process: the held lines get a bounded wait, not for ever.
+    stall();
+    await load(1000);
+    cli.kill('SIGTERM');
+    const code = await Promise.race([
+      exited,
+      new Promise((r) => setTimeout(() => r('still running'), 15_000)),
+    ]);
+    expect(code).toBe(0);
+  } finally {
+    if (cli.exitCode === null && cli.signalCode === null) cli.kill('SIGKILL');
+    await fresh.drop();
+  }
+}, 90_000);
+
 it('a migration killed partway leaves nothing half-made: the next `svc migrate` applies every migration', async () => {
   // On the run's engine. The preload kills the process (SIGKILL: nothing runs after it) as the third of the service's
   // tables is about to be made, through whichever driver it uses. SQLite's migrations ran statement by statement until

@@ -56,6 +56,12 @@ export const envSchema = z.object({
     .max(1024 * 1024)
     .default(16 * 1024),
   ACCESS_LOG: onOff.default(true),
+  LOG_BUFFER_BYTES: z.coerce
+    .number()
+    .int()
+    .min(64 * 1024)
+    .max(1024 * 1024 * 1024)
+    .default(8 * 1024 * 1024),
   REQUEST_TIMEOUT_SECONDS: positiveInt.max(600).default(30),
   MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(0).max(100_000).default(256),
   SIGNIN_LIMIT_PER_USERNAME: positiveInt.default(10),
@@ -113,6 +119,8 @@ export interface Config {
   authServerTimeoutMs: number;
   redisUrl: string | undefined;
   logLevel: Env['LOG_LEVEL'];
+  /** Bytes of log lines held while stdout takes none; past them lines are dropped (http/log-output.ts). */
+  logBufferBytes: number;
   trustProxy: boolean;
   signingAlg: Env['SIGNING_ALG'];
   sessionTtlSeconds: number;
@@ -229,6 +237,7 @@ function fromEnv(e: Env): Config {
     authServerTimeoutMs: e.AUTH_SERVER_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
     logLevel: e.LOG_LEVEL,
+    logBufferBytes: e.LOG_BUFFER_BYTES,
     trustProxy: e.TRUST_PROXY,
     signingAlg: e.SIGNING_ALG,
     sessionTtlSeconds: e.SESSION_TTL_SECONDS,

@@ -1,0 +1,62 @@
+import process from 'node:process';
+import type { FastifyBaseLogger } from 'fastify';
+import { destination, type LoggerOptions, pino } from 'pino';
+import type { Clock } from '../base/clock.js';
+
+/** How often at most the log says how many lines it dropped while stdout took none. */
+export const DROP_REPORT_INTERVAL_MS = 10_000;
+/** How long an exiting process tries to hand stdout the lines it still holds. */
+export const EXIT_FLUSH_MS = 2_000;
+
+/**
+ * The process's logger, writing JSON lines to stdout asynchronously and holding at most `maxBufferBytes` of lines that
+ * stdout has not taken (LOG_BUFFER_BYTES).
+ *
+ * Why: a log collector that stops reading — a container runtime's logging driver that hangs, a `| tee` onto a full
+ * disk — leaves the pipe full. pino's default destination then kept every later line in memory (the access log is a few
+ * hundred bytes per request: 73,217 requests against a full pipe, +39 MB) until the process ran out of it, and at exit
+ * retried the write every 100 ms for ever: a SIGTERM never ended the process, nor did the shutdown timeout's exit.
+ * Now serving goes on, the lines past the bound are dropped and counted, and once stdout takes lines again the log says
+ * how many were lost (`log output stalled: lines dropped`, at most once every DROP_REPORT_INTERVAL_MS); at exit the
+ * held lines get EXIT_FLUSH_MS, then the process ends without them.
+ */
+export function boundedLogger(
+  options: LoggerOptions,
+  maxBufferBytes: number,
+  clock: Clock,
+): FastifyBaseLogger {
+  let flushUntil = Number.POSITIVE_INFINITY;
+  // Registered before the destination, so that it runs before pino's own flush at exit, which would retry for ever.
+  process.once('exit', () => {
+    flushUntil = clock.monotonic() + EXIT_FLUSH_MS;
+    try {
+      out.flushSync();
+    } catch {
+      // stdout took nothing within the bound: what it holds is lost, as it would be on SIGKILL.
+    }
+    out.destroy();
+  });
+  const out = destination({
+    dest: 1,
+    sync: false,
+    maxLength: maxBufferBytes,
+    // A full pipe: try again later (every 100 ms), but at exit only until EXIT_FLUSH_MS has passed.
+    retryEAGAIN: () => clock.monotonic() < flushUntil,
+  });
+  const log = pino(options, out);
+  let dropped = 0;
+  let reportedAt = Number.NEGATIVE_INFINITY;
+  out.on('drop', () => dropped++);
+  // A write that stdout took: it reads again.
+  out.on('write', () => {
+    if (dropped === 0 || clock.monotonic() - reportedAt < DROP_REPORT_INTERVAL_MS) return;
+    reportedAt = clock.monotonic();
+    const lines = dropped;
+    dropped = 0;
+    // Not from inside the stream's own write callback.
+    setImmediate(() =>
+      log.warn({ dropped_lines: lines, buffer_bytes: maxBufferBytes }, 'log output stalled: lines dropped'),
+    );
+  });
+  return log;
+}
