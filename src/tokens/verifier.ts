@@ -99,16 +99,16 @@ export interface VerifierOptions {
 }
 
 /**
- * Verifies bearer JWTs for every resource server in the process. Signature, issuer, type and times are checked once
- * and cached, keyed by the token, until its `exp` (docs/contract.md#tokens); audience and liveness are checked on every call.
- */
-/**
  * How far ahead of this instance's clock a token's `iat` and `nbf` may be: another instance's clock may run ahead
  * (RFC 7519 §4.1.5's leeway). Without it on `nbf`, which every token carries equal to `iat`, a token signed on an
  * instance one second ahead was refused "not valid yet" by the others for that second. `exp` has none.
  */
 export const MAX_CLOCK_SKEW_MS = 60_000;
 
+/**
+ * Verifies bearer JWTs for every resource server in the process. Signature, issuer, type and times are checked once
+ * and cached, keyed by the token, until its `exp` (docs/contract.md#tokens); audience and liveness are checked on every call.
+ */
 export class TokenVerifier {
   private readonly cache: Lru<string, VerifiedEntry>;
 
