@@ -199,8 +199,7 @@ export function sqlitePrepared(
       wrote,
     );
   /** A write with RETURNING is not read-only: it commits on its own, as every write does. */
-  const rowsOutsideTransactions = <R>(text: string, params: readonly unknown[]): R[] => {
-    const own = statement(text);
+  const rowsOutsideTransactions = <R>(own: OwnStatement, params: readonly unknown[]): R[] => {
     if (own.statement.readonly) return shared.run(() => rowsOf<R>(own, params));
     shared.end();
     return rowsOf<R>(own, params);
@@ -212,7 +211,7 @@ export function sqlitePrepared(
       // failure to prepare rejects (and is heard) like any other, and is judged by its text until then.
       const own = statements.get(text);
       return exclusive(
-        () => rowsOutsideTransactions(text, params),
+        () => rowsOutsideTransactions(own ?? statement(text), params),
         own ? !own.statement.readonly : writes(text),
       );
     },
