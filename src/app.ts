@@ -11,7 +11,7 @@ import { signInRoutes } from './dashboard/sign-in.js';
 import { dashboardApiRoutes } from './dashboard-api/plugin.js';
 import { type Config, knownUrl, publishBindings, SURFACES, type Surface } from './config/config.js';
 import { type AppContext, type Readiness, urls } from './context.js';
-import { type Clock, systemClock } from './base/clock.js';
+import { atMostEvery, type Clock, systemClock } from './base/clock.js';
 import { isConnectionLive } from './domain/connections.js';
 import { isEmpty, seedDemo } from './domain/demo-seed.js';
 import { isSessionLive } from './domain/sessions.js';
@@ -211,11 +211,9 @@ const CLOCK_WARNING_INTERVAL_MS = 60_000;
  * than the verifier allows: their holders get 401 here until the clock catches up, which no client can fix.
  */
 function clockBehindWarning(log: FastifyBaseLogger, clock: Clock): (aheadMs: number) => void {
-  let lastWarned = Number.NEGATIVE_INFINITY;
+  const due = atMostEvery(CLOCK_WARNING_INTERVAL_MS, clock);
   return (aheadMs) => {
-    const at = clock.monotonic();
-    if (at - lastWarned < CLOCK_WARNING_INTERVAL_MS) return;
-    lastWarned = at;
+    if (!due()) return;
     // Set back, or drifting: the instances' time synchronisation (NTP) is what to look at.
     log.warn(
       { ahead_ms: Math.round(aheadMs), allowed_ms: MAX_CLOCK_SKEW_MS },

@@ -17,6 +17,20 @@ export interface Clock {
   monotonic(): number;
 }
 
+/**
+ * A gate that lets through at most once every `intervalMs` of monotonic time: the first call returns true, later ones
+ * true again only once the interval has passed since the last that did. For work or warnings a burst must not repeat.
+ */
+export function atMostEvery(intervalMs: number, clock: Clock): () => boolean {
+  let last = Number.NEGATIVE_INFINITY;
+  return () => {
+    const now = clock.monotonic();
+    if (now - last < intervalMs) return false;
+    last = now;
+    return true;
+  };
+}
+
 export const systemClock: Clock = { now: () => Date.now(), monotonic: () => performance.now() };
 
 /** A clock that tests move by hand. */

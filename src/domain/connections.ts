@@ -2,7 +2,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { PreparedSql } from '../store/prepared.js';
 import type { ConnectionsTable, Database, MembersTable } from '../store/schema.js';
 import { audit, type AuditType } from './audit.js';
-import type { Clock } from '../base/clock.js';
+import { atMostEvery, type Clock } from '../base/clock.js';
 import { newId } from '../base/ids.js';
 import type { Metrics } from '../base/metrics.js';
 import { narrowCeiling, parseList, type Role } from './permissions.js';
@@ -325,14 +325,14 @@ export async function pruneExpiredGrants(db: Db, clock: Clock): Promise<void> {
 }
 
 const PRUNE_INTERVAL_MS = 3600_000;
-/** When each store (each instance; several may share a process) last pruned, on the monotonic clock (base/clock.ts). */
-const lastPrune = new WeakMap<Db, number>();
+/** Whether each store (each instance; several may share a process) is due to prune, on the monotonic clock. */
+const pruneDue = new WeakMap<Db, () => boolean>();
 
 /** `pruneExpiredGrants`, at most once an hour per instance: cheap enough to call from the refresh path. */
 export async function pruneExpiredGrantsHourly(db: Db, clock: Clock): Promise<void> {
-  const now = clock.monotonic();
-  if (now - (lastPrune.get(db) ?? Number.NEGATIVE_INFINITY) < PRUNE_INTERVAL_MS) return;
-  lastPrune.set(db, now);
+  let due = pruneDue.get(db);
+  if (!due) pruneDue.set(db, (due = atMostEvery(PRUNE_INTERVAL_MS, clock)));
+  if (!due()) return;
   await pruneExpiredGrants(db, clock);
 }
 

@@ -1,7 +1,7 @@
 import process from 'node:process';
 import type { FastifyBaseLogger } from 'fastify';
 import { destination, type LoggerOptions, pino } from 'pino';
-import type { Clock } from '../base/clock.js';
+import { atMostEvery, type Clock } from '../base/clock.js';
 
 /** How often at most the log says how many lines it dropped while stdout took none. */
 export const DROP_REPORT_INTERVAL_MS = 10_000;
@@ -45,12 +45,11 @@ export function boundedLogger(
   });
   const log = pino(options, out);
   let dropped = 0;
-  let reportedAt = Number.NEGATIVE_INFINITY;
+  const due = atMostEvery(DROP_REPORT_INTERVAL_MS, clock);
   out.on('drop', () => dropped++);
   // A write that stdout took: it reads again.
   out.on('write', () => {
-    if (dropped === 0 || clock.monotonic() - reportedAt < DROP_REPORT_INTERVAL_MS) return;
-    reportedAt = clock.monotonic();
+    if (dropped === 0 || !due()) return;
     const lines = dropped;
     dropped = 0;
     // Not from inside the stream's own write callback.

@@ -1,7 +1,7 @@
 import { createPublicKey, type JsonWebKeyInput, type KeyObject } from 'node:crypto';
 import { type CryptoKey, exportJWK, generateKeyPair, importJWK, type JWK } from 'jose';
 import type { Kysely } from 'kysely';
-import type { Clock } from '../base/clock.js';
+import { atMostEvery, type Clock } from '../base/clock.js';
 import { randomAlphanumeric } from '../base/ids.js';
 import { LOCK_KEYS, withExclusiveLock } from '../store/exclusive.js';
 import type { Database } from '../store/schema.js';
@@ -40,17 +40,19 @@ const UNKNOWN_KID_RELOAD_MS = 1_000;
  */
 export class SigningKeys {
   private keys: LoadedKey[] = [];
-  /** On the monotonic clock (base/clock.ts), as every "how long ago" here: a wall clock set back must not stop reloads. */
+  /** On the monotonic clock (base/clock.ts): a wall clock set back must not stop the reloads. */
   private loadedAt = Number.NEGATIVE_INFINITY;
-  private lastUnknownKidReload = Number.NEGATIVE_INFINITY;
   private loading: Promise<void> | undefined;
+  private readonly unknownKidReloadDue: () => boolean;
 
   constructor(
     private readonly db: Kysely<Database>,
     private readonly clock: Clock,
     private readonly alg: SigningAlg,
     private readonly overlapMs: number,
-  ) {}
+  ) {
+    this.unknownKidReloadDue = atMostEvery(UNKNOWN_KID_RELOAD_MS, clock);
+  }
 
   /**
    * Loads the keys, creating the first one if the table has none: under a lock, so that instances starting together
@@ -100,9 +102,7 @@ export class SigningKeys {
   async verificationKey(kid: string, alg: string): Promise<KeyObject | undefined> {
     await this.refreshIfStale();
     let key = this.keys.find((k) => k.kid === kid);
-    const now = this.clock.monotonic();
-    if (!key && now - this.lastUnknownKidReload > UNKNOWN_KID_RELOAD_MS) {
-      this.lastUnknownKidReload = now;
+    if (!key && this.unknownKidReloadDue()) {
       await this.reload();
       key = this.keys.find((k) => k.kid === kid);
     }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { toRfc3339 } from '../../src/base/clock.js';
+import { atMostEvery, ManualClock, toRfc3339 } from '../../src/base/clock.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -35,5 +35,21 @@ describe('toRfc3339', () => {
     for (const ms of [-1, -86_400_001, Date.UTC(10000, 0, 1), Date.UTC(-5, 3, 2), 1.5, 1_795_515_544_841.9])
       expect(toRfc3339(ms)).toBe(iso(ms));
     expect(() => toRfc3339(Number.NaN)).toThrow(RangeError);
+  });
+});
+
+describe('atMostEvery', () => {
+  it('lets the first call through, then one per interval of monotonic time, whatever the wall clock does', () => {
+    const clock = new ManualClock();
+    const due = atMostEvery(1000, clock);
+    expect(due()).toBe(true);
+    expect(due()).toBe(false);
+    clock.step(-3_600_000);
+    clock.advance(999);
+    expect(due()).toBe(false);
+    clock.advance(1);
+    expect(due()).toBe(true);
+    clock.step(3_600_000);
+    expect(due()).toBe(false);
   });
 });
