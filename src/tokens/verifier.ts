@@ -278,7 +278,7 @@ export class TokenVerifier {
     });
     if (!checked.ok) {
       // Signed by us, so dated by one of our clocks: the signature verified before the times were read.
-      if (checked.failure === 'not_yet_valid') this.reportAhead(token, now);
+      if (checked.failure === 'not_yet_valid') this.reportAhead(decodeJwt(token), now);
       throw new TokenError(checked.failure, checked.message);
     }
     const payload = checked.payload;
@@ -287,7 +287,7 @@ export class TokenVerifier {
     }
     // RFC 7519 §4.1.6: a token issued in the future was not issued by our clock; a minute covers instance skew.
     if (typeof payload.iat !== 'number' || payload.iat * 1000 > now + MAX_CLOCK_SKEW_MS) {
-      this.reportAhead(token, now);
+      this.reportAhead(payload, now);
       throw new TokenError('invalid', 'The access token was issued in the future');
     }
     const aud = payload.aud;
@@ -302,8 +302,7 @@ export class TokenVerifier {
   }
 
   /** Tells `clockBehind` how far ahead of this clock a token we signed is dated, when it is past the allowed skew. */
-  private reportAhead(token: string, now: number): void {
-    const { iat, nbf } = decodeJwt(token);
+  private reportAhead({ iat, nbf }: JWTPayload, now: number): void {
     const aheadMs =
       Math.max(typeof iat === 'number' ? iat : 0, typeof nbf === 'number' ? nbf : 0) * 1000 - now;
     if (aheadMs > MAX_CLOCK_SKEW_MS) this.o.clockBehind?.(aheadMs);
