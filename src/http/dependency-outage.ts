@@ -1,4 +1,5 @@
 import type { Clock } from '../base/clock.js';
+import { isBusy } from '../store/busy.js';
 import { StatementWaitTimeout } from '../store/coalesce.js';
 import { isDiskFull, isPostgresUnavailable, isReadOnly } from '../store/pg-errors.js';
 import type { FastifyBaseLogger } from 'fastify';
@@ -34,7 +35,7 @@ export function isDependencyOutage(error: unknown): boolean {
   if (refusesWrites(error)) return true;
   const e = error as { code?: unknown; message?: unknown };
   const code = typeof e.code === 'string' ? e.code : '';
-  if (isPostgresUnavailable(code) || NETWORK_CODES.has(code) || code === 'SQLITE_BUSY') return true;
+  if (isPostgresUnavailable(code) || NETWORK_CODES.has(code) || isBusy(error)) return true;
   return typeof e.message === 'string' && UNAVAILABLE_MESSAGES.test(e.message);
 }
 

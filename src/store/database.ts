@@ -2,18 +2,25 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import {
+  CompiledQuery,
+  type DatabaseConnection,
+  type Driver,
   Kysely,
   PostgresDialect,
   type PostgresPool,
   type PostgresPoolClient,
+  type QueryResult,
   SqliteAdapter,
   SqliteDialect,
+  SqliteDriver,
 } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config/config.js';
+import { sleep, whileBusy } from './busy.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './checkpointer.js';
 import { isReadOnly } from './pg-errors.js';
 import {
+  DEFAULT_LOCK_WAIT_MS,
   type Outcomes,
   type PreparedSql,
   postgresPrepared,
@@ -55,10 +62,12 @@ type StoreConfig = Pick<Config, 'databaseUrl' | 'dataDir' | 'databasePoolSize'> 
 export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
   const pool = config.databaseUrl ? postgresPool(config.databaseUrl, config) : undefined;
   const sqlite = pool ? undefined : sqliteFile(config.dataDir);
+  // The embedded database: how long a statement waits, off the event loop, for the write lock another process holds.
+  const lockWaitMs = config.databaseConnectTimeoutMs ?? DEFAULT_LOCK_WAIT_MS;
   const checkpointer = sqlite && startCheckpointer(sqlite.database.name);
   const dialect = pool
     ? new PostgresDialect({ pool: discardingBrokenClients(pool) })
-    : new EmbeddedDialect({ database: sqlite!.database });
+    : new EmbeddedDialect(sqlite!.database, lockWaitMs);
   const db = new Kysely<Database>({
     dialect,
     ...(watch
@@ -70,7 +79,7 @@ export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
   });
   const sql = pool
     ? postgresPrepared(pool, watch)
-    : sqlitePrepared(sqlite!.database, sqlite!.prepare, db, sqlite!.shared, watch);
+    : sqlitePrepared(sqlite!.database, sqlite!.prepare, db, sqlite!.shared, watch, lockWaitMs);
   const close = async () => {
     await checkpointer?.stop();
     sqlite?.shared.end();
@@ -80,15 +89,72 @@ export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
 }
 
 /**
- * Kysely's SQLite dialect, but for one answer: SQLite's DDL is transactional, and Kysely's SQLite adapter says it is
- * not, so its migrator ran each migration statement by statement outside any transaction. A process stopped in the
- * middle (a deploy rolled back, Ctrl-C, the OOM killer) left a half-made schema that no later start could migrate
- * ("table already exists"). Told the truth, the migrator applies the pending migrations and their bookkeeping rows in
- * one transaction: all of them or none (test/process.test.ts kills a migration partway). Nothing else reads the flag.
+ * Kysely's SQLite dialect, but for two things.
+ *
+ * SQLite's DDL is transactional, and Kysely's SQLite adapter says it is not, so its migrator ran each migration
+ * statement by statement outside any transaction. A process stopped in the middle (a deploy rolled back, Ctrl-C, the
+ * OOM killer) left a half-made schema that no later start could migrate ("table already exists"). Told the truth, the
+ * migrator applies the pending migrations and their bookkeeping rows in one transaction: all of them or none
+ * (test/process.test.ts kills a migration partway). Nothing else reads the flag.
+ *
+ * And the write lock is waited for off the event loop (store/busy.ts): a transaction begins `IMMEDIATE`, taking the
+ * lock first, so that only its `BEGIN` can meet another process's lock and be tried again — a deferred one that met
+ * it at its first write, after its reads, could not be (SQLITE_BUSY_SNAPSHOT once the other commits) —, and a
+ * statement outside a transaction is tried again as it is.
  */
 class EmbeddedDialect extends SqliteDialect {
+  constructor(
+    private readonly database: SQLite.Database,
+    private readonly lockWaitMs: number,
+  ) {
+    super({ database });
+  }
+
   override createAdapter(): SqliteAdapter {
     return new TransactionalDdlSqliteAdapter();
+  }
+
+  override createDriver(): Driver {
+    return new EmbeddedDriver(this.database, this.lockWaitMs);
+  }
+}
+
+class EmbeddedDriver extends SqliteDriver {
+  private waiting: DatabaseConnection | undefined;
+
+  constructor(
+    private readonly database: SQLite.Database,
+    private readonly lockWaitMs: number,
+  ) {
+    super({ database });
+  }
+
+  /**
+   * The driver's one connection, its statements outside a transaction (a transaction's `BEGIN` included) tried again
+   * while another process holds the write lock. Between tries the connection is handed back, so that this process's
+   * other statements (reads never wait for the lock) run meanwhile, and taken again for the next try.
+   */
+  override async acquireConnection(): Promise<DatabaseConnection> {
+    const connection = await super.acquireConnection();
+    const handBackWhile = async (ms: number) => {
+      await super.releaseConnection();
+      await sleep(ms);
+      await super.acquireConnection();
+    };
+    this.waiting ??= {
+      executeQuery: <R>(query: CompiledQuery): Promise<QueryResult<R>> =>
+        this.database.inTransaction
+          ? connection.executeQuery<R>(query)
+          : (whileBusy(() => connection.executeQuery<R>(query), this.lockWaitMs, handBackWhile) as Promise<
+              QueryResult<R>
+            >),
+      streamQuery: (query, chunkSize) => connection.streamQuery(query, chunkSize),
+    };
+    return this.waiting;
+  }
+
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
   }
 }
 
@@ -184,6 +250,10 @@ function sqliteFile(dataDir: string): {
   database.pragma('busy_timeout = 5000');
   // Checkpoints run on a worker (checkpointer.ts); this connection checkpoints only if the worker falls far behind.
   database.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
+  // Opened: from now on a statement that meets another process's write lock fails at once and is tried again off
+  // the event loop (busy.ts), where SQLite's own wait would hold every request of the process (the open above may
+  // still wait inside SQLite: nothing is served yet).
+  database.pragma('busy_timeout = 0');
   const shared = new SharedRead(database);
   const prepare = preparing(database);
   cachePreparedStatements(database, shared, prepare);

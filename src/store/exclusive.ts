@@ -3,8 +3,9 @@ import type { Database } from './schema.js';
 
 /**
  * Runs `fn` in a transaction that holds an exclusive lock across processes: a transaction-scoped advisory lock on
- * PostgreSQL, the database's write lock on SQLite (taken by a first write). For once-only work that several processes
- * may start together (first keys, the demo seed); keep `fn` short and free of slow work, which belongs before it.
+ * PostgreSQL, the database's write lock on SQLite (every transaction there begins `IMMEDIATE`: database.ts). For
+ * once-only work that several processes may start together (first keys, the demo seed); keep `fn` short and free of
+ * slow work, which belongs before it.
  */
 export function withExclusiveLock<T>(
   db: Kysely<Database>,
@@ -14,12 +15,6 @@ export function withExclusiveLock<T>(
   return db.transaction().execute(async (trx) => {
     if (trx.getExecutor().adapter instanceof PostgresAdapter) {
       await sql`select pg_advisory_xact_lock(${lockKey})`.execute(trx);
-    } else {
-      await trx
-        .updateTable('users')
-        .set({ username: sql`username` })
-        .where(sql<boolean>`0 = 1`)
-        .execute();
     }
     return fn(trx);
   });

@@ -2,6 +2,7 @@ import type SQLite from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
 import { afterTurnAnswers } from '../base/turn-end.js';
+import { whileBusy } from './busy.js';
 import { coalesced, type CoalescedStatement } from './coalesce.js';
 import type { Database } from './schema.js';
 
@@ -155,6 +156,9 @@ export class SharedRead {
   }
 }
 
+/** How long a statement waits for the write lock another process holds, by default (DATABASE_CONNECT_TIMEOUT_MS). */
+export const DEFAULT_LOCK_WAIT_MS = 5000;
+
 /**
  * The embedded database shares one connection with Kysely. Kysely holds it across awaits during a transaction, and a
  * statement run on it then would join that transaction, so statements run at once only while no Kysely transaction
@@ -167,6 +171,7 @@ export function sqlitePrepared(
   kysely: Kysely<Database>,
   shared: SharedRead,
   watch: Outcomes = NO_WATCH,
+  lockWaitMs = DEFAULT_LOCK_WAIT_MS,
 ): SqlitePrepared {
   const statements = new Map<string, OwnStatement>();
   const statement = (text: string): OwnStatement => {
@@ -192,12 +197,12 @@ export function sqlitePrepared(
     rows: (text, params) => rowsOf(statement(text), params),
     changes: (text, params) => statement(text).statement.run(...params).changes,
   };
+  const once = <T>(fn: () => T): T | Promise<T> =>
+    database.inTransaction && !shared.isOpen ? kysely.connection().execute(async () => fn()) : fn();
+  // Every statement here is one outside a transaction, or a group commit that begins with `BEGIN IMMEDIATE`: safe to
+  // try again when another process holds the write lock, and waited for with Kysely's connection free (busy.ts).
   const exclusive = <T>(fn: () => T, wrote: boolean): Promise<T> =>
-    watched(
-      watch,
-      () => (database.inTransaction && !shared.isOpen ? kysely.connection().execute(async () => fn()) : fn()),
-      wrote,
-    );
+    watched(watch, () => whileBusy(() => once(fn), lockWaitMs), wrote);
   /** A write with RETURNING is not read-only: it commits on its own, as every write does. */
   const rowsOutsideTransactions = <R>(own: OwnStatement, params: readonly unknown[]): R[] => {
     if (own.statement.readonly) return shared.run(() => rowsOf<R>(own, params));
