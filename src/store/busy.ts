@@ -28,26 +28,21 @@ export const sleep = (ms: number): Promise<void> => new Promise((resolve) => set
 /**
  * Runs `attempt`; if the database is busy, tries it again after a pause until it runs or `waitMs` have passed (then
  * its last SQLITE_BUSY is thrown: an outage, answered 503). `attempt` must be safe to repeat after a busy failure: a
- * single statement outside a transaction, or work that begins with `BEGIN IMMEDIATE`. `pause` is how to wait: a
- * caller holding a connection others queue for hands it back while it waits.
+ * single statement outside a transaction, or work that begins with `BEGIN IMMEDIATE`; and it says busy by throwing,
+ * as better-sqlite3's calls do (what it returns, a promise included, is handed back as it is). `pause` is how to wait:
+ * a caller holding a connection others queue for hands it back while it waits.
  */
-export function whileBusy<T>(attempt: () => T | Promise<T>, waitMs: number, pause = sleep): T | Promise<T> {
-  let first: T | Promise<T>;
+export function whileBusy<T>(attempt: () => T, waitMs: number, pause = sleep): T | Promise<T> {
   try {
-    first = attempt();
+    return attempt();
   } catch (e) {
     if (!isBusy(e) || waitMs <= 0) throw e;
     return tryAgain(attempt, waitMs, pause);
   }
-  if (!(first instanceof Promise)) return first;
-  return first.catch((e: unknown) => {
-    if (!isBusy(e) || waitMs <= 0) throw e;
-    return tryAgain(attempt, waitMs, pause);
-  });
 }
 
 async function tryAgain<T>(
-  attempt: () => T | Promise<T>,
+  attempt: () => T,
   waitMs: number,
   pause: (ms: number) => Promise<void>,
 ): Promise<T> {
@@ -56,7 +51,7 @@ async function tryAgain<T>(
     const left = deadline - performance.now();
     await pause(Math.max(0, Math.min(PAUSES_MS[Math.min(i, PAUSES_MS.length - 1)]!, left)));
     try {
-      return await attempt();
+      return attempt();
     } catch (e) {
       if (!isBusy(e) || performance.now() >= deadline) throw e;
     }

@@ -9,7 +9,6 @@ import {
   PostgresDialect,
   type PostgresPool,
   type PostgresPoolClient,
-  type QueryResult,
   SqliteAdapter,
   SqliteDialect,
   SqliteDriver,
@@ -120,8 +119,6 @@ class EmbeddedDialect extends SqliteDialect {
 }
 
 class EmbeddedDriver extends SqliteDriver {
-  private waiting: DatabaseConnection | undefined;
-
   constructor(
     private readonly database: SQLite.Database,
     private readonly lockWaitMs: number,
@@ -131,27 +128,29 @@ class EmbeddedDriver extends SqliteDriver {
 
   /**
    * The driver's one connection, its statements outside a transaction (a transaction's `BEGIN` included) tried again
-   * while another process holds the write lock. Between tries the connection is handed back, so that this process's
-   * other statements (reads never wait for the lock) run meanwhile, and taken again for the next try.
+   * while another process holds the write lock: its `executeQuery` wrapped once, here, so that a query pays no more
+   * than a check when nothing waits (not a wrapper, a closure and a promise more per query).
    */
-  override async acquireConnection(): Promise<DatabaseConnection> {
+  override async init(): Promise<void> {
+    await super.init();
     const connection = await super.acquireConnection();
-    const handBackWhile = async (ms: number) => {
-      await super.releaseConnection();
-      await sleep(ms);
-      await super.acquireConnection();
-    };
-    this.waiting ??= {
-      executeQuery: <R>(query: CompiledQuery): Promise<QueryResult<R>> =>
-        this.database.inTransaction
-          ? connection.executeQuery<R>(query)
-          : (whileBusy(() => connection.executeQuery<R>(query), this.lockWaitMs, handBackWhile) as Promise<
-              QueryResult<R>
-            >),
-      streamQuery: (query, chunkSize) => connection.streamQuery(query, chunkSize),
-    };
-    return this.waiting;
+    await super.releaseConnection();
+    const execute = connection.executeQuery.bind(connection);
+    connection.executeQuery = (<R>(query: CompiledQuery) =>
+      this.database.inTransaction
+        ? execute<R>(query)
+        : whileBusy(() => execute<R>(query), this.lockWaitMs, this.handBackWhile)) as typeof execute;
   }
+
+  /**
+   * Between tries the connection is handed back, so that this process's other statements (reads never wait for the
+   * lock) run meanwhile, and taken again for the next try.
+   */
+  private readonly handBackWhile = async (ms: number): Promise<void> => {
+    await super.releaseConnection();
+    await sleep(ms);
+    await super.acquireConnection();
+  };
 
   override async beginTransaction(connection: DatabaseConnection): Promise<void> {
     await connection.executeQuery(CompiledQuery.raw('begin immediate'));

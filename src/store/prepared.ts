@@ -197,12 +197,19 @@ export function sqlitePrepared(
     rows: (text, params) => rowsOf(statement(text), params),
     changes: (text, params) => statement(text).statement.run(...params).changes,
   };
-  const once = <T>(fn: () => T): T | Promise<T> =>
-    database.inTransaction && !shared.isOpen ? kysely.connection().execute(async () => fn()) : fn();
   // Every statement here is one outside a transaction, or a group commit that begins with `BEGIN IMMEDIATE`: safe to
-  // try again when another process holds the write lock, and waited for with Kysely's connection free (busy.ts).
+  // try again when another process holds the write lock, and waited for on a timer (busy.ts). Behind a Kysely
+  // transaction it waits holding Kysely's connection: that transaction already had the lock, so only a process that
+  // took it in between can make it wait.
   const exclusive = <T>(fn: () => T, wrote: boolean): Promise<T> =>
-    watched(watch, () => whileBusy(() => once(fn), lockWaitMs), wrote);
+    watched(
+      watch,
+      () =>
+        database.inTransaction && !shared.isOpen
+          ? kysely.connection().execute(async () => whileBusy(fn, lockWaitMs))
+          : whileBusy(fn, lockWaitMs),
+      wrote,
+    );
   /** A write with RETURNING is not read-only: it commits on its own, as every write does. */
   const rowsOutsideTransactions = <R>(own: OwnStatement, params: readonly unknown[]): R[] => {
     if (own.statement.readonly) return shared.run(() => rowsOf<R>(own, params));
