@@ -2,7 +2,8 @@ import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connect, register, token } from '../auth/oauth-helpers.js';
 import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 import { logged, postSession } from '../helpers/ops.js';
@@ -32,6 +33,12 @@ beforeAll(async () => {
   });
 });
 afterAll(() => server?.close());
+/** Every holder a test started, released even when the test failed before releasing it. */
+const holders = new Set<{ release(): Promise<void> }>();
+afterEach(async () => {
+  for (const holder of holders) await holder.release();
+  holders.clear();
+});
 
 const HOLDER = `
 const Database = require(process.argv[1]);
@@ -52,14 +59,19 @@ async function holdWriteLock(): Promise<{ release(): Promise<void> }> {
   const file = join(server.config.dataDir, 'svc.sqlite');
   const holder: ChildProcessWithoutNullStreams = spawn(process.execPath, ['-e', HOLDER, driver, file]);
   await untilPrinted(holder, 'locked');
-  return {
+  let released = false;
+  const lock = {
     async release() {
+      if (released) return;
+      released = true;
       const exited = once(holder, 'exit');
       holder.stdin.write('go\n');
       await untilPrinted(holder, 'released');
       await exited;
     },
   };
+  holders.add(lock);
+  return lock;
 }
 
 function untilPrinted(child: ChildProcessWithoutNullStreams, word: string): Promise<void> {
@@ -94,10 +106,14 @@ describe.runIf(ENGINE === 'sqlite')('the write lock held by another process (sql
       'client_id'
     ] as string;
     const { tokens } = await connect(server, { clientId, redirectUri: REDIRECT });
-    // Signed in before the lock, never used: /me must read its session and user from the database.
-    const { token: unseen } = await signIn(server);
+    // Signed in before the lock, never used: /me must read its session's liveness from the database.
+    const { token: unseen } = await signIn(server, 'linus');
 
     const lock = await holdWriteLock();
+    // A write through Kysely, begun first: it holds Kysely's one connection when it meets the lock.
+    const kyselyWaiting = tracked(
+      sql`UPDATE users SET username = username WHERE 0 = 1`.execute(server.services.ctx.db),
+    );
     const signInWaiting = tracked(postSession(server.url.auth, 'grace'));
     const rotationWaiting = tracked(
       token(server, {
@@ -110,12 +126,21 @@ describe.runIf(ENGINE === 'sqlite')('the write lock held by another process (sql
     expect((await fetch(`${server.url.api}/health`)).status).toBe(200);
     const me = await fetch(`${server.url.api}/me`, { headers: { authorization: `Bearer ${unseen}` } });
     expect(me.status).toBe(200);
-    expect(((await me.json()) as { username: string }).username).toBe('ada');
-    // Answered while both writes still wait for the lock.
+    expect(((await me.json()) as { username: string }).username).toBe('linus');
+    // A read through Kysely while that write waits: the waiting statement hands the connection back between tries.
+    const read = await server.services.ctx.db
+      .selectFrom('users')
+      .select('username')
+      .where('username', '=', 'grace')
+      .executeTakeFirst();
+    expect(read?.username).toBe('grace');
+    // Answered while the writes still wait for the lock.
+    expect(kyselyWaiting.settled()).toBe(false);
     expect(signInWaiting.settled()).toBe(false);
     expect(rotationWaiting.settled()).toBe(false);
 
     await lock.release();
+    await kyselyWaiting.promise;
     expect((await signInWaiting.promise).status).toBe(201);
     const rotated = await rotationWaiting.promise;
     expect(rotated.res.status).toBe(200);
