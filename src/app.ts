@@ -26,7 +26,7 @@ import {
   redisLimiters,
 } from './http/rate-limit.js';
 import { DependencyWatch, refusesWrites, WritesWatch } from './http/dependency-outage.js';
-import { boundedLogger } from './http/log-output.js';
+import { boundedLogger, droppedLogLines } from './http/log-output.js';
 import { listenMetrics, type MetricsListener, PrometheusMetrics } from './http/metrics.js';
 import { createServer, type SurfaceServerOptions } from './http/server.js';
 import { MCP_SERVER_OPTIONS } from './mcp-kit/endpoint.js';
@@ -109,6 +109,8 @@ export async function startServices(config: Config, o: StartOptions = {}): Promi
   const log = o.logger ?? createLogger(config);
   // One registry per instance, made here and nowhere else: two instances in one process never share a series.
   const prometheus = config.metricsPort === undefined ? undefined : new PrometheusMetrics();
+  const logDrops = droppedLogLines(log);
+  if (logDrops) prometheus?.observeLogDrops(logDrops);
   const ctx = await createContext(config, log, { ...o, prometheus });
   const servers: Partial<Record<Surface, FastifyInstance>> = {};
   let metrics: MetricsListener | undefined;

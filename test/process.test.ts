@@ -229,7 +229,12 @@ it('a log collector that stops reading stdout: serving goes on in bounded memory
   // destination kept every later line in memory and, at exit, retried the write for ever: no SIGTERM ended it.
   const fresh = await freshDatabase();
   const cli = spawn(process.execPath, ['bin/svc.js', 'start', '--only', 'api'], {
-    env: cliEnv(fresh.env, { ...EPHEMERAL_PORTS, LOG_LEVEL: 'info', LOG_BUFFER_BYTES: '65536' }),
+    env: cliEnv(fresh.env, {
+      ...EPHEMERAL_PORTS,
+      LOG_LEVEL: 'info',
+      LOG_BUFFER_BYTES: '65536',
+      METRICS_PORT: '0',
+    }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<number | null>((resolve) => cli.on('exit', resolve));
@@ -237,9 +242,13 @@ it('a log collector that stops reading stdout: serving goes on in bounded memory
   const collect = (c: Buffer) => (out += c.toString());
   cli.stdout!.on('data', collect);
   try {
-    for (let i = 0; i < 200 && !/api\s+http:\/\/\S+/.test(out); i++)
+    for (let i = 0; i < 200 && !(/api\s+http:\/\/\S+/.test(out) && out.includes('metrics listening')); i++)
       await new Promise((r) => setTimeout(r, 50));
     const api = /api\s+(http:\/\/\S+)/.exec(out)![1]!;
+    const metricsUrl = /"url":"(http:[^"]+\/metrics)","msg":"metrics listening"/.exec(out)![1]!;
+    const droppedTotal = async () =>
+      Number(/^svc_log_lines_dropped_total (\d+)$/m.exec(await (await fetch(metricsUrl)).text())?.[1]);
+    expect(await droppedTotal()).toBe(0);
     // The collector stops: nothing reads the pipe any more.
     const stall = () => {
       cli.stdout!.off('data', collect);
@@ -271,6 +280,8 @@ it('a log collector that stops reading stdout: serving goes on in bounded memory
     const reported = await report();
     expect(reported, out.slice(-2000)).toMatchObject({ level: 40, buffer_bytes: 65536 });
     expect(reported!.dropped_lines).toBeGreaterThan(0);
+    // The same count for alerting (a scrape never waited on stdout).
+    expect(await droppedTotal()).toBeGreaterThanOrEqual(reported!.dropped_lines);
     const logged = out.split('\n').filter((l) => l.includes('/no-route-')).length;
     expect(logged).toBeLessThan(3000);
 

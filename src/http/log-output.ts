@@ -45,8 +45,12 @@ export function boundedLogger(
   });
   const log = pino(options, out);
   let dropped = 0;
+  let droppedSinceStart = 0;
   const due = atMostEvery(DROP_REPORT_INTERVAL_MS, clock);
-  out.on('drop', () => dropped++);
+  out.on('drop', () => {
+    dropped++;
+    droppedSinceStart++;
+  });
   // A write that stdout took: it reads again.
   out.on('write', () => {
     if (dropped === 0 || !due()) return;
@@ -57,5 +61,16 @@ export function boundedLogger(
       log.warn({ dropped_lines: lines, buffer_bytes: maxBufferBytes }, 'log output stalled: lines dropped'),
     );
   });
+  droppedLines.set(log, () => droppedSinceStart);
   return log;
+}
+
+const droppedLines = new WeakMap<FastifyBaseLogger, () => number>();
+
+/**
+ * The lines a logger made by `boundedLogger` has dropped since it was made (svc_log_lines_dropped_total); undefined for
+ * any other logger (a test's), which drops nothing.
+ */
+export function droppedLogLines(log: FastifyBaseLogger): (() => number) | undefined {
+  return droppedLines.get(log);
 }

@@ -187,6 +187,21 @@ export class PrometheusMetrics implements Metrics {
     this.dependencies.set(name, state);
   }
 
+  /** Log lines dropped while stdout took none (http/log-output.ts), read when scraped. */
+  observeLogDrops(droppedSinceStart: () => number): void {
+    let counted = 0;
+    new Counter({
+      name: 'svc_log_lines_dropped_total',
+      help: 'Log lines dropped because stdout took none and LOG_BUFFER_BYTES were held',
+      registers: [this.registry],
+      collect() {
+        const total = droppedSinceStart();
+        if (total > counted) this.inc(total - counted);
+        counted = total;
+      },
+    });
+  }
+
   /** PostgreSQL pool gauges, read when scraped. The embedded database has no pool, so none are exported for it. */
   observePool(pool: PoolStats, max: number): void {
     const registers = [this.registry];
