@@ -20,7 +20,8 @@ import { logged, postSession } from '../helpers/ops.js';
  */
 
 const REDIRECT = 'http://127.0.0.1:9999/callback';
-const LOCK_WAIT_MS = 1500;
+// Long enough that what is checked while the writes wait is answered well within it on a loaded machine.
+const LOCK_WAIT_MS = 3000;
 let server: TestServer;
 
 beforeAll(async () => {
