@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * Waiting for the embedded database's write lock off the event loop.
@@ -22,9 +23,6 @@ export function isBusy(error: unknown): boolean {
   return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
 }
 
-/** Waits `ms` on a timer, the event loop free. */
-export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
 /**
  * Runs `attempt`; if the database is busy, tries it again after a pause until it runs or `waitMs` have passed (then
  * its last SQLITE_BUSY is thrown: an outage, answered 503). `attempt` must be safe to repeat after a busy failure: a
@@ -32,7 +30,11 @@ export const sleep = (ms: number): Promise<void> => new Promise((resolve) => set
  * as better-sqlite3's calls do (what it returns, a promise included, is handed back as it is). `pause` is how to wait:
  * a caller holding a connection others queue for hands it back while it waits.
  */
-export function whileBusy<T>(attempt: () => T, waitMs: number, pause = sleep): T | Promise<T> {
+export function whileBusy<T>(
+  attempt: () => T,
+  waitMs: number,
+  pause: (ms: number) => Promise<unknown> = sleep,
+): T | Promise<T> {
   try {
     return attempt();
   } catch (e) {
@@ -44,7 +46,7 @@ export function whileBusy<T>(attempt: () => T, waitMs: number, pause = sleep): T
 async function tryAgain<T>(
   attempt: () => T,
   waitMs: number,
-  pause: (ms: number) => Promise<void>,
+  pause: (ms: number) => Promise<unknown>,
 ): Promise<T> {
   const deadline = performance.now() + waitMs;
   for (let i = 0; ; i++) {

@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import SQLite from 'better-sqlite3';
 import {
   CompiledQuery,
@@ -15,7 +16,7 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config/config.js';
-import { sleep, whileBusy } from './busy.js';
+import { whileBusy } from './busy.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './checkpointer.js';
 import { isReadOnly } from './pg-errors.js';
 import {

@@ -18,9 +18,10 @@ const migrations: Record<string, Migration> = {
 /**
  * Applies pending migrations, all in one transaction on either engine (on SQLite through database.ts's
  * `EmbeddedDialect`): a process stopped partway leaves none of them applied. On PostgreSQL, Kysely's lock table
- * serializes processes starting together. On SQLite it takes no lock (its adapter assumes one connection), so two
- * processes on one fresh file both see nothing applied and the second fails ("table already exists", or SQLite's busy
- * error); its transaction rolls back whole, so it tries again, now seeing the first's migrations applied.
+ * serializes processes starting together. On SQLite Kysely takes no lock (its adapter assumes one connection), but the
+ * transaction begins `IMMEDIATE` (database.ts): a second process starting on the same file waits for the first's
+ * migrations, for at most the store's lock wait, then sees them applied. A migration longer than that wait fails the
+ * second with SQLite's busy error; its transaction rolls back whole, so it tries again.
  */
 export async function migrateToLatest(db: Kysely<Database>): Promise<MigrationResult[]> {
   const sqlite = !(db.getExecutor().adapter instanceof PostgresAdapter);
