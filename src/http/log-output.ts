@@ -45,23 +45,20 @@ export function boundedLogger(
   });
   const log = pino(options, out);
   let dropped = 0;
-  let droppedSinceStart = 0;
+  let reported = 0;
   const due = atMostEvery(DROP_REPORT_INTERVAL_MS, clock);
-  out.on('drop', () => {
-    dropped++;
-    droppedSinceStart++;
-  });
+  out.on('drop', () => dropped++);
   // A write that stdout took: it reads again.
   out.on('write', () => {
-    if (dropped === 0 || !due()) return;
-    const lines = dropped;
-    dropped = 0;
+    if (dropped === reported || !due()) return;
+    const lines = dropped - reported;
+    reported = dropped;
     // Not from inside the stream's own write callback.
     setImmediate(() =>
       log.warn({ dropped_lines: lines, buffer_bytes: maxBufferBytes }, 'log output stalled: lines dropped'),
     );
   });
-  droppedLines.set(log, () => droppedSinceStart);
+  droppedLines.set(log, () => dropped);
   return log;
 }
 
