@@ -1,6 +1,6 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { closeSync, mkdtempSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,6 +33,15 @@ const MIGRATION_COUNT = readdirSync(new URL('../src/store/migrations/', import.m
 ).length;
 
 const EPHEMERAL_PORTS = { API_PORT: '0', MCP_PORT: '0', AGENCY_MCP_PORT: '0', AUTH_PORT: '0' };
+
+/** A port free now, for a process whose output cannot tell which one it bound (its stdout lost). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
 
 interface Ended {
   code: number | null;
@@ -246,25 +255,15 @@ it('a log collector that stops reading stdout: serving goes on in bounded memory
       await new Promise((r) => setTimeout(r, 50));
     const api = /api\s+(http:\/\/\S+)/.exec(out)![1]!;
     const metricsUrl = /"url":"(http:[^"]+\/metrics)","msg":"metrics listening"/.exec(out)![1]!;
-    const droppedTotal = async () =>
-      Number(/^svc_log_lines_dropped_total (\d+)$/m.exec(await (await fetch(metricsUrl)).text())?.[1]);
-    expect(await droppedTotal()).toBe(0);
+    expect(await droppedLogLines(metricsUrl)).toBe(0);
     // The collector stops: nothing reads the pipe any more.
     const stall = () => {
       cli.stdout!.off('data', collect);
       cli.stdout!.pause();
     };
-    /** `count` requests, ten at a time, each logged by the access log (~250 bytes); every one must be answered. */
-    const load = async (count: number) => {
-      for (let i = 0; i < count; i += 10) {
-        const statuses = await Promise.all(
-          Array.from({ length: 10 }, (_, j) => fetch(`${api}/no-route-${i + j}`).then((r) => r.status)),
-        );
-        expect(new Set(statuses)).toEqual(new Set([404]));
-      }
-    };
     stall();
-    await load(3000);
+    // Each logged by the access log (~250 bytes).
+    await requestsNotFound(api, 3000);
     // It reads again: the held lines arrive, then one line says how many were dropped.
     cli.stdout!.on('data', collect);
     cli.stdout!.resume();
@@ -281,19 +280,117 @@ it('a log collector that stops reading stdout: serving goes on in bounded memory
     expect(reported, out.slice(-2000)).toMatchObject({ level: 40, buffer_bytes: 65536 });
     expect(reported!.dropped_lines).toBeGreaterThan(0);
     // The same count for alerting (a scrape never waited on stdout).
-    expect(await droppedTotal()).toBeGreaterThanOrEqual(reported!.dropped_lines);
+    expect(await droppedLogLines(metricsUrl)).toBeGreaterThanOrEqual(reported!.dropped_lines);
     const logged = out.split('\n').filter((l) => l.includes('/no-route-')).length;
     expect(logged).toBeLessThan(3000);
 
     // Stalled again, a SIGTERM ends the process: the held lines get a bounded wait, not for ever.
     stall();
-    await load(1000);
+    await requestsNotFound(api, 1000);
     cli.kill('SIGTERM');
     const code = await Promise.race([
       exited,
       new Promise((r) => setTimeout(() => r('still running'), 15_000)),
     ]);
     expect(code).toBe(0);
+  } finally {
+    if (cli.exitCode === null && cli.signalCode === null) cli.kill('SIGKILL');
+    await fresh.drop();
+  }
+}, 90_000);
+
+/** The count of lines the log dropped, read from the metrics listener at `metricsUrl`. */
+async function droppedLogLines(metricsUrl: string): Promise<number> {
+  return Number(/^svc_log_lines_dropped_total (\d+)$/m.exec(await (await fetch(metricsUrl)).text())?.[1]);
+}
+
+/** `count` requests for a route that is not there, ten at a time, each answered 404 and logged by the access log. */
+async function requestsNotFound(api: string, count: number): Promise<void> {
+  for (let i = 0; i < count; i += 10) {
+    const statuses = await Promise.all(
+      Array.from({ length: 10 }, (_, j) => fetch(`${api}/no-route-${i + j}`).then((r) => r.status)),
+    );
+    expect(new Set(statuses)).toEqual(new Set([404]));
+  }
+}
+
+/** The lines of `text` that say the log output failed, parsed. */
+const outputFailures = (text: string) =>
+  text
+    .split('\n')
+    .filter((l) => l.includes('"msg":"log output failed'))
+    .map((l) => JSON.parse(l) as { level: number; code: string });
+
+it('a log collector that goes away (EPIPE): serving goes on, the lost lines are counted, stderr says so once', async () => {
+  // The collector's end of the pipe closes (it crashed; a `| head` ended). pino's destination silenced EPIPE: every
+  // later line was lost and the count of dropped lines stayed 0.
+  const fresh = await freshDatabase();
+  const cli = spawn(process.execPath, ['bin/svc.js', 'start', '--only', 'api'], {
+    env: cliEnv(fresh.env, { ...EPHEMERAL_PORTS, LOG_LEVEL: 'info', METRICS_PORT: '0' }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = new Promise<number | null>((resolve) => cli.on('exit', resolve));
+  let out = '';
+  let err = '';
+  cli.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  cli.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  try {
+    for (let i = 0; i < 200 && !(/api\s+http:\/\/\S+/.test(out) && out.includes('metrics listening')); i++)
+      await new Promise((r) => setTimeout(r, 50));
+    const api = /api\s+(http:\/\/\S+)/.exec(out)![1]!;
+    const metricsUrl = /"url":"(http:[^"]+\/metrics)","msg":"metrics listening"/.exec(out)![1]!;
+    cli.stdout!.destroy();
+    await requestsNotFound(api, 200);
+    // The first line written into the closed pipe fails; it and every line after are lost, all but that one counted.
+    expect(await droppedLogLines(metricsUrl)).toBeGreaterThanOrEqual(199);
+    expect(outputFailures(err), err).toEqual([expect.objectContaining({ level: 50, code: 'EPIPE' })]);
+    cli.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  } finally {
+    if (cli.exitCode === null && cli.signalCode === null) cli.kill('SIGKILL');
+    await fresh.drop();
+  }
+}, 90_000);
+
+it('stdout on a full disk (ENOSPC): the process serves and counts the lost lines, and SIGHUP drains and exits 0', async () => {
+  // Before, any failed write but EPIPE was an uncaught error (the banner's through process.stdout, the log's through its
+  // destination): the process ended as it started. SIGHUP (the terminal closed, a supervisor's "reload") ended it at
+  // once, dropping the requests in flight, by the signal's default action.
+  const ports = { API_PORT: await freePort(), METRICS_PORT: await freePort() };
+  const fresh = await freshDatabase();
+  const full = openSync('/dev/full', 'w');
+  const cli = spawn(process.execPath, ['bin/svc.js', 'start', '--only', 'api'], {
+    env: cliEnv(fresh.env, {
+      LOG_LEVEL: 'info',
+      API_PORT: `${ports.API_PORT}`,
+      METRICS_PORT: `${ports.METRICS_PORT}`,
+    }),
+    stdio: ['ignore', full, 'pipe'],
+  });
+  closeSync(full);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    cli.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  let err = '';
+  cli.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  const api = `http://127.0.0.1:${ports.API_PORT}`;
+  try {
+    let up = false;
+    for (let i = 0; i < 200 && !up && cli.exitCode === null; i++) {
+      up = await fetch(`${api}/health`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (!up) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(up, err).toBe(true);
+    await requestsNotFound(api, 100);
+    expect(await droppedLogLines(`http://127.0.0.1:${ports.METRICS_PORT}/metrics`)).toBeGreaterThanOrEqual(
+      100,
+    );
+    expect(outputFailures(err), err).toEqual([expect.objectContaining({ level: 50, code: 'ENOSPC' })]);
+    cli.kill('SIGHUP');
+    expect(await exited, err).toEqual({ code: 0, signal: null });
   } finally {
     if (cli.exitCode === null && cli.signalCode === null) cli.kill('SIGKILL');
     await fresh.drop();

@@ -26,7 +26,7 @@ class UsageError extends Error {}
 const COMMANDS: Record<string, Command> = {
   start: {
     usage: 'svc start [--only api,mcp,agency-mcp,auth]',
-    summary: 'Migrate, then serve the surfaces until SIGTERM or SIGINT.',
+    summary: 'Migrate, then serve the surfaces until SIGTERM, SIGINT or SIGHUP.',
     options: { only: { type: 'string', help: 'comma-separated surfaces to serve (default: all)' } },
     run: (v, config) => start(config, parseSurfaces(v['only'])),
   },
@@ -204,6 +204,10 @@ async function start(config: Config, only: Surface[] | undefined): Promise<void>
   // Before the URLs are printed: whoever started the service may stop it the moment it reads them (a supervisor, a
   // test), and a SIGTERM that finds no handler ends the process at once, with nothing drained or closed.
   stopOnSignals(config, services);
+  // The banner below and Node's own warnings are written through process.stdout and stderr (the log has a destination
+  // of its own, which reports its own failure): one whose reader is gone (EPIPE) or on a full disk (ENOSPC) emits an
+  // error that, with no listener, ended the process that serves. What they would have printed is lost, nothing else.
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
   const lines = Object.keys(services.servers).map((s) => `  ${s.padEnd(11)} ${urlOf(config, s as Surface)}`);
   console.log(`svc is up (${services.ctx.store.engine} database):\n${lines.join('\n')}`);
   if (!config.production && services.servers.auth) {
@@ -212,8 +216,13 @@ async function start(config: Config, only: Surface[] | undefined): Promise<void>
 }
 
 /**
- * On SIGTERM or SIGINT: stop accepting, finish the requests in flight, close, exit 0 (1 when that takes longer than
- * SHUTDOWN_TIMEOUT_SECONDS or fails).
+ * On SIGTERM, SIGINT or SIGHUP: stop accepting, finish the requests in flight, close, exit 0 (1 when that takes longer
+ * than SHUTDOWN_TIMEOUT_SECONDS or fails).
+ *
+ * SIGHUP too: it comes when the terminal that started the process closes, or from a supervisor's "reload", and its
+ * default action ended the process at once, dropping the requests in flight. The settings are read once at start, so
+ * there is nothing to reload; ending gracefully is what its default did, without the loss. (Exit 0 and death by
+ * SIGHUP are both a clean stop to systemd's Restart=on-failure: no unit stays down that did not before.)
  */
 function stopOnSignals(config: Config, services: Services): void {
   let stopping = false;
@@ -239,6 +248,7 @@ function stopOnSignals(config: Config, services: Services): void {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGHUP', () => stop('SIGHUP'));
 }
 
 function help(name?: string): string {

@@ -1,3 +1,4 @@
+import { writeSync } from 'node:fs';
 import process from 'node:process';
 import type { FastifyBaseLogger } from 'fastify';
 import { destination, type LoggerOptions, pino } from 'pino';
@@ -19,6 +20,14 @@ export const EXIT_FLUSH_MS = 2_000;
  * Now serving goes on, the lines past the bound are dropped and counted, and once stdout takes lines again the log says
  * how many were lost (`log output stalled: lines dropped`, at most once every DROP_REPORT_INTERVAL_MS); at exit the
  * held lines get EXIT_FLUSH_MS, then the process ends without them.
+ *
+ * A write that fails outright is another matter: EPIPE (the collector's end of the pipe closed: it crashed, a `| head`
+ * ended), EIO (the terminal hung up), ENOSPC (stdout a file on a full disk). pino's destination silenced EPIPE
+ * uncounted, and any other code was an uncaught error that ended the process. Now the first failure ends the output for
+ * the process's life, as pino does for EPIPE, but counted: every later line is dropped and counted in the same count,
+ * and one line on stderr says what happened (a pipe whose reader is gone never reads again; a process that logs
+ * nothing while it serves is better than one that stopped serving). Trying again later would mean a failing write per
+ * line while nothing reads, and sonic-boom's exit flush retries a failed write for ever.
  */
 export function boundedLogger(
   options: LoggerOptions,
@@ -58,8 +67,38 @@ export function boundedLogger(
       log.warn({ dropped_lines: lines, buffer_bytes: maxBufferBytes }, 'log output stalled: lines dropped'),
     );
   });
+  out.on('error', (e: NodeJS.ErrnoException) => {
+    // Called once more when pino's own listener hands on a code other than EPIPE.
+    if (out.write === dropLine) return;
+    out.write = dropLine;
+    out.flushSync = () => {};
+    reportOutputFailure(options, clock, e);
+  });
+  function dropLine(): boolean {
+    dropped++;
+    return true;
+  }
   droppedLines.set(log, () => dropped);
   return log;
+}
+
+/**
+ * One line on stderr, in the log's shape, written at once: stdout will take no more, and stderr may be gone as well
+ * (`2>&1` into the same pipe), where the line is lost too and nothing else is.
+ */
+function reportOutputFailure(options: LoggerOptions, clock: Clock, e: NodeJS.ErrnoException): void {
+  const line = {
+    level: 50,
+    time: clock.now(),
+    ...options.base,
+    code: e.code,
+    msg: 'log output failed: stdout takes no more lines; every later line is dropped and counted',
+  };
+  try {
+    writeSync(2, `${JSON.stringify(line)}\n`);
+  } catch {
+    // stderr is gone too.
+  }
 }
 
 const droppedLines = new WeakMap<FastifyBaseLogger, () => number>();
