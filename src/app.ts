@@ -12,6 +12,7 @@ import { dashboardApiRoutes } from './dashboard-api/plugin.js';
 import { type Config, knownUrl, publishBindings, SURFACES, type Surface } from './config/config.js';
 import { type AppContext, type Readiness, urls } from './context.js';
 import { atMostEvery, type Clock, systemClock } from './base/clock.js';
+import { watchEventLoop } from './base/event-loop-watch.js';
 import { isConnectionLive } from './domain/connections.js';
 import { isEmpty, seedDemo } from './domain/demo-seed.js';
 import { isSessionLive } from './domain/sessions.js';
@@ -126,7 +127,12 @@ export async function startServices(config: Config, o: StartOptions = {}): Promi
     await shutdown(ctx, servers, metrics);
     throw e;
   }
-  return { ctx, servers, metricsUrl: metrics?.url, close: () => shutdown(ctx, servers, metrics) };
+  const stopWatching = watchEventLoop(log);
+  const close = () => {
+    stopWatching();
+    return shutdown(ctx, servers, metrics);
+  };
+  return { ctx, servers, metricsUrl: metrics?.url, close };
 }
 
 export async function createContext(
