@@ -352,6 +352,44 @@ it('a log collector that goes away (EPIPE): serving goes on, the lost lines are 
   }
 }, 90_000);
 
+it('stdout gone just as the process exits, before any write has failed: it exits at once, the lines lost', async () => {
+  // A terminal closed with SIGHUP, a collector that dies as the process stops: the last lines are logged and the process
+  // exits within a turn, so the first line's failed write has not come back when the exit flush writes the others. The
+  // exit flush of pino's destination (sonic-boom 4) met that error by trying again every 100 ms for ever: the process
+  // never ended (seen by hand 4 times in 14 with a pseudo-terminal hung up under `svc start`).
+  const logOutput = new URL('../dist/http/log-output.js', import.meta.url).href;
+  const exits = spawn(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `import { boundedLogger } from ${JSON.stringify(logOutput)};
+      import { systemClock } from ${JSON.stringify(new URL('../dist/base/clock.js', import.meta.url).href)};
+      process.stdin.once('data', () => {
+        const log = boundedLogger({ base: { service: 'svc' } }, 65536, systemClock);
+        log.info('the first line, its write in flight');
+        log.info('the second line, for the exit flush');
+        process.exit(0);
+      });`,
+    ],
+    { stdio: ['pipe', 'pipe', 'pipe'] },
+  );
+  const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    exits.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  try {
+    exits.stdout!.destroy();
+    exits.stdin!.write('go\n');
+    const result = await Promise.race([
+      ended,
+      new Promise((r) => setTimeout(() => r('still running'), 10_000)),
+    ]);
+    expect(result).toEqual({ code: 0, signal: null });
+  } finally {
+    if (exits.exitCode === null && exits.signalCode === null) exits.kill('SIGKILL');
+  }
+});
+
 it('stdout on a full disk (ENOSPC): the process serves and counts the lost lines, and SIGHUP drains and exits 0', async () => {
   // Before, any failed write but EPIPE was an uncaught error (the banner's through process.stdout, the log's through its
   // destination): the process ended as it started. SIGHUP (the terminal closed, a supervisor's "reload") ended it at

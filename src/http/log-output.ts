@@ -1,8 +1,13 @@
 import { writeSync } from 'node:fs';
 import process from 'node:process';
 import type { FastifyBaseLogger } from 'fastify';
-import { destination, type LoggerOptions, pino } from 'pino';
+import { type LoggerOptions, pino } from 'pino';
+import sonicBoom from 'sonic-boom';
 import { atMostEvery, type Clock } from '../base/clock.js';
+
+// sonic-boom's types declare an ES module whose default export is the class; the package is CommonJS, and what Node
+// hands an `import` of it is module.exports, the class itself.
+const SonicBoom = sonicBoom as unknown as typeof sonicBoom.SonicBoom;
 
 /** How often at most the log says how many lines it dropped while stdout took none. */
 export const DROP_REPORT_INTERVAL_MS = 10_000;
@@ -23,11 +28,13 @@ export const EXIT_FLUSH_MS = 2_000;
  *
  * A write that fails outright is another matter: EPIPE (the collector's end of the pipe closed: it crashed, a `| head`
  * ended), EIO (the terminal hung up), ENOSPC (stdout a file on a full disk). pino's destination silenced EPIPE
- * uncounted, and any other code was an uncaught error that ended the process. Now the first failure ends the output for
- * the process's life, as pino does for EPIPE, but counted: every later line is dropped and counted in the same count,
- * and one line on stderr says what happened (a pipe whose reader is gone never reads again; a process that logs
- * nothing while it serves is better than one that stopped serving). Trying again later would mean a failing write per
- * line while nothing reads, and sonic-boom's exit flush retries a failed write for ever.
+ * uncounted, and any other code was an uncaught error that ended the process; and its exit flush, sonic-boom 4's, met
+ * such an error by trying again every 100 ms for ever: a terminal closed as the process stopped left it running, the
+ * line it had just logged not yet known to have failed. Now the first failure ends the output for the process's life,
+ * counted: every later line is dropped and counted in the same count, and one line on stderr says what happened (a pipe
+ * whose reader is gone never reads again; a process that logs nothing while it serves is better than one that stopped
+ * serving; trying again later would mean a failing write per line while nothing reads). The destination is sonic-boom
+ * 5's own, made here: its exit flush throws what it cannot write, and only a full pipe is tried again.
  */
 export function boundedLogger(
   options: LoggerOptions,
@@ -35,18 +42,17 @@ export function boundedLogger(
   clock: Clock,
 ): FastifyBaseLogger {
   let flushUntil = Number.POSITIVE_INFINITY;
-  // Registered before the destination, so that it runs before pino's own flush at exit, which would retry for ever.
   process.once('exit', () => {
     flushUntil = clock.monotonic() + EXIT_FLUSH_MS;
     try {
       out.flushSync();
     } catch {
-      // stdout took nothing within the bound: what it holds is lost, as it would be on SIGKILL.
+      // stdout took nothing within the bound, or failed: what it holds is lost, as it would be on SIGKILL.
     }
     out.destroy();
   });
-  const out = destination({
-    dest: 1,
+  const out = new SonicBoom({
+    fd: 1,
     sync: false,
     maxLength: maxBufferBytes,
     // A full pipe: try again later (every 100 ms), but at exit only until EXIT_FLUSH_MS has passed.
@@ -68,7 +74,6 @@ export function boundedLogger(
     );
   });
   out.on('error', (e: NodeJS.ErrnoException) => {
-    // Called once more when pino's own listener hands on a code other than EPIPE.
     if (out.write === dropLine) return;
     out.write = dropLine;
     out.flushSync = () => {};
