@@ -184,6 +184,31 @@ describe(`Client ID Metadata Documents (${ENGINE})`, () => {
     expect(hits['/broken-twice']).toBe(2);
   });
 
+  it('the wall clock set back an hour: a refused document is fetched again after 30 s, not after the hour', async () => {
+    const clientId = `${base}/broken-clock-back`;
+    await expectRefused(await authPage(server, clientId), /answered 500/);
+    server.clock.step(-3600_000);
+    try {
+      server.clock.advance(31_000);
+      await expectRefused(await authPage(server, clientId), /answered 500/);
+      expect(hits['/broken-clock-back']).toBe(2);
+    } finally {
+      server.clock.step(3600_000);
+    }
+  });
+
+  it('the wall clock set forward an hour: a document read a moment ago is not fetched again within its lifetime', async () => {
+    const clientId = `${base}/good-clock-forward`;
+    expect((await authPage(server, clientId)).status).toBe(200);
+    server.clock.step(3600_000);
+    try {
+      expect((await authPage(server, clientId)).status).toBe(200);
+      expect(hits['/good-clock-forward']).toBe(1);
+    } finally {
+      server.clock.step(-3600_000);
+    }
+  });
+
   it('a document whose client_id does not equal its URL', async () => {
     await expectRefused(await authPage(server, `${base}/mismatch`), /does not equal its URL/);
   });

@@ -70,16 +70,21 @@ export function cimdUrlProblem(clientId: string): string | undefined {
   return undefined;
 }
 
+/**
+ * A document this process read, trusted until `trustedUntil` on the monotonic clock: for the lifetime it had left when
+ * it was read (the stored expiry is on the wall clock, shared by every instance). Measured on the wall clock, a clock
+ * set back an hour kept a refused document refused for that hour instead of 30 s.
+ */
 interface Fetched {
   client: ResolvedClient;
-  expiresAt: number;
+  trustedUntil: number;
 }
 
 export class CimdResolver {
   private readonly memory = new Lru<string, Fetched>(1000);
   private readonly inFlight = new Map<string, Promise<ResolvedClient>>();
   /** Refused documents, remembered for the cache floor: a bad client_id costs one fetch per 30 s, not one per request. */
-  private readonly refused = new Lru<string, { error: CimdError; until: number }>(1000);
+  private readonly refused = new Lru<string, { error: CimdError; trustedUntil: number }>(1000);
   private readonly ca: string[] | undefined;
 
   /** Network fetches under way now (coalesced fetches of one URL count once), capped by CIMD_MAX_CONCURRENT_FETCHES. */
@@ -102,10 +107,11 @@ export class CimdResolver {
     const problem = cimdUrlProblem(clientId);
     if (problem) throw new CimdError(problem);
     const now = this.clock.now();
+    const elapsed = this.clock.monotonic();
     const cached = this.memory.get(clientId);
-    if (cached && cached.expiresAt > now) return cached.client;
+    if (cached && cached.trustedUntil > elapsed) return cached.client;
     const refused = this.refused.get(clientId);
-    if (refused && refused.until > now) throw refused.error;
+    if (refused && refused.trustedUntil > elapsed) throw refused.error;
     const stored = await this.db
       .selectFrom('oauth_clients')
       .select(['metadata', 'metadata_expires_at'])
@@ -114,7 +120,7 @@ export class CimdResolver {
       .executeTakeFirst();
     if (stored?.metadata_expires_at && stored.metadata_expires_at > now) {
       const client = toResolved(clientId, 'cimd', JSON.parse(stored.metadata));
-      this.memory.set(clientId, { client, expiresAt: stored.metadata_expires_at });
+      this.remember(clientId, client, stored.metadata_expires_at - now);
       return client;
     }
     let pending = this.inFlight.get(clientId);
@@ -126,7 +132,9 @@ export class CimdResolver {
       this.fetching++;
       pending = this.fetchAndStore(clientId, stored !== undefined)
         .catch((e: unknown) => {
-          if (e instanceof CimdError) this.refused.set(clientId, { error: e, until: now + CIMD_MIN_CACHE_MS });
+          if (e instanceof CimdError) {
+            this.refused.set(clientId, { error: e, trustedUntil: this.clock.monotonic() + CIMD_MIN_CACHE_MS });
+          }
           throw e;
         })
         .finally(() => {
@@ -159,7 +167,8 @@ export class CimdResolver {
     const checked = checkClientMetadata(rest, { verifiedHost: new URL(clientId).hostname });
     if (!checked.ok) throw new CimdError(`the metadata document is invalid: ${checked.description}`);
     const now = this.clock.now();
-    const expiresAt = now + Math.min(CIMD_MAX_CACHE_MS, Math.max(CIMD_MIN_CACHE_MS, maxAgeMs));
+    const lifetimeMs = Math.min(CIMD_MAX_CACHE_MS, Math.max(CIMD_MIN_CACHE_MS, maxAgeMs));
+    const expiresAt = now + lifetimeMs;
     const metadata = JSON.stringify(checked.metadata);
     if (!alreadyStored) await this.policy.makeRoom();
     await this.db
@@ -176,8 +185,12 @@ export class CimdResolver {
       .onConflict((oc) => oc.column('client_id').doUpdateSet({ metadata, metadata_expires_at: expiresAt }))
       .execute();
     const client = toResolved(clientId, 'cimd', checked.metadata);
-    this.memory.set(clientId, { client, expiresAt });
+    this.remember(clientId, client, lifetimeMs);
     return client;
+  }
+
+  private remember(clientId: string, client: ResolvedClient, lifetimeMs: number): void {
+    this.memory.set(clientId, { client, trustedUntil: this.clock.monotonic() + lifetimeMs });
   }
 
   private fetchDocument(url: string): Promise<{ body: string; maxAgeMs: number }> {
