@@ -7,13 +7,25 @@ import type { FastifyBaseLogger } from 'fastify';
 /** Seconds a client is told to wait when a dependency is down (RFC 9110 §10.2.3 `Retry-After`). */
 export const OUTAGE_RETRY_AFTER_SECONDS = 5;
 
+/**
+ * Node's codes for a connection that could not be made or was lost: refused, reset, timed out, no route (the host's or
+ * the network's), the name not found or its resolver failing for now (EAI_AGAIN: a DNS server that stalls while a pool
+ * opens a connection), no local port or file descriptor left to make one with.
+ */
 const NETWORK_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
+  'ECONNABORTED',
   'ETIMEDOUT',
   'EPIPE',
   'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENETDOWN',
   'ENOTFOUND',
+  'EAI_AGAIN',
+  'EADDRNOTAVAIL',
+  'EMFILE',
+  'ENFILE',
 ]);
 /** node-postgres and ioredis report lost or slow connections in messages only. */
 const UNAVAILABLE_MESSAGES =
