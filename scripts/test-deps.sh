@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the test suite needs on this machine, installed or started when missing (idempotent, quick when present):
 # Debian's chromium for the browser tests, PostgreSQL at 127.0.0.1:5432 with a database `test`, Redis at
-# 127.0.0.1:6379. Runs before `npm test` (the pretest script). Set SKIP_TEST_DEPS=1 to skip it (you provide them).
+# 127.0.0.1:6379, Debian's PgBouncer (the pooler test starts its own). Runs before `npm test` (the pretest script). Set SKIP_TEST_DEPS=1 to skip it (you provide them).
 set -euo pipefail
 [ "${SKIP_TEST_DEPS:-}" = 1 ] && exit 0
 
@@ -47,3 +47,6 @@ if ! redis-cli -h 127.0.0.1 ping >/dev/null 2>&1; then
   for _ in $(seq 1 20); do redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && break; sleep 0.5; done
 fi
 redis-cli -h 127.0.0.1 ping >/dev/null || { say "Redis is not reachable at 127.0.0.1:6379"; exit 1; }
+
+# PgBouncer's binary: test/ops/transaction-pooler.test.ts runs one of its own in transaction mode.
+[ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null 2>&1 || apt_install pgbouncer

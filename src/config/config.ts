@@ -38,6 +38,7 @@ export const envSchema = z.object({
   DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
   DATABASE_POOL_SIZE: positiveInt.max(200).default(10),
+  DATABASE_TRANSACTION_POOLER: onOff.default(false),
   REDIS_URL: z
     .string()
     .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
@@ -115,6 +116,11 @@ export interface Config {
   databaseConnectTimeoutMs: number;
   /** Longest a PostgreSQL statement may run, lock waits included. */
   databaseStatementTimeoutMs: number;
+  /**
+   * PostgreSQL is reached through a pooler in transaction mode (PgBouncer's `pool_mode = transaction`): each transaction
+   * may run on another server connection, so nothing may rest on a session's state (store/database.ts).
+   */
+  databaseTransactionPooler: boolean;
   /** A split agency-mcp process's longest wait for the authorization server (token exchange, dashboard API). */
   authServerTimeoutMs: number;
   redisUrl: string | undefined;
@@ -234,6 +240,7 @@ function fromEnv(e: Env): Config {
     databasePoolSize: e.DATABASE_POOL_SIZE,
     databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
     databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
+    databaseTransactionPooler: e.DATABASE_TRANSACTION_POOLER,
     authServerTimeoutMs: e.AUTH_SERVER_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
     logLevel: e.LOG_LEVEL,

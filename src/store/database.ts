@@ -56,7 +56,9 @@ const PG_INT8 = 20;
 export type StoreWatch = Outcomes;
 
 type StoreConfig = Pick<Config, 'databaseUrl' | 'dataDir' | 'databasePoolSize'> &
-  Partial<Pick<Config, 'databaseConnectTimeoutMs' | 'databaseStatementTimeoutMs'>>;
+  Partial<
+    Pick<Config, 'databaseConnectTimeoutMs' | 'databaseStatementTimeoutMs' | 'databaseTransactionPooler'>
+  >;
 
 /** Opens the configured engine: PostgreSQL when DATABASE_URL is set, else a SQLite file in DATA_DIR (WAL). */
 export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
@@ -78,7 +80,7 @@ export function openStore(config: StoreConfig, watch?: StoreWatch): Store {
       : {}),
   });
   const sql = pool
-    ? postgresPrepared(pool, watch)
+    ? postgresPrepared(pool, watch, { named: !config.databaseTransactionPooler })
     : sqlitePrepared(sqlite!.database, sqlite!.prepare, db, sqlite!.shared, watch, lockWaitMs);
   const close = async () => {
     await checkpointer?.stop();
@@ -169,16 +171,22 @@ class TransactionalDdlSqliteAdapter extends SqliteAdapter {
  * DATABASE_CONNECT_TIMEOUT_MS, a statement — lock waits included — within DATABASE_STATEMENT_TIMEOUT_MS on the server,
  * and a second later on the client in case the server itself stalls. An error on any client, idle or checked out
  * (the server restarted, a failover terminated the backend: 57P01), is the pool's to handle, never the process's.
+ *
+ * Through a pooler in transaction mode (DATABASE_TRANSACTION_POOLER) the server's timeouts are not sent at connect: a
+ * pooler refuses session settings as startup parameters (PgBouncer: "unsupported startup parameter"), and its server
+ * connections are shared by every client; the role's own settings bound the statements there (docs/deployment.md).
  */
 function postgresPool(connectionString: string, o: StoreConfig): pg.Pool {
   const statementMs = o.databaseStatementTimeoutMs ?? 10_000;
+  const sessionSettings = o.databaseTransactionPooler
+    ? {}
+    : { statement_timeout: statementMs, idle_in_transaction_session_timeout: statementMs * 2 };
   const pool = new pg.Pool({
     connectionString,
     max: o.databasePoolSize,
     connectionTimeoutMillis: o.databaseConnectTimeoutMs ?? 5000,
-    statement_timeout: statementMs,
     query_timeout: statementMs + 1000,
-    idle_in_transaction_session_timeout: statementMs * 2,
+    ...sessionSettings,
     keepAlive: true,
     // Times are epoch milliseconds in bigint columns; they fit a JS number exactly.
     types: {

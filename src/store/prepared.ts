@@ -336,20 +336,33 @@ function positional(text: string): string {
   });
 }
 
-/** Named statements: node-postgres parses and plans each once per pooled connection, then only binds and runs it. */
-export function postgresPrepared(pool: pg.Pool, watch: Outcomes = NO_WATCH): PostgresPrepared {
-  const named = new Map<string, { name: string; writes: boolean }>();
-  const nameOf = (text: string) => {
-    let statement = named.get(text);
+/**
+ * Named statements: node-postgres parses and plans each once per pooled connection, then only binds and runs it.
+ * Unnamed (`named: false`) behind a pooler in transaction mode: a statement named on one server connection is unknown
+ * on the next, or already known there by another client's (PgBouncer 1.18: "prepared statement \"svc_1\" already
+ * exists", 500s on most requests), so each is parsed where it runs.
+ */
+export function postgresPrepared(
+  pool: pg.Pool,
+  watch: Outcomes = NO_WATCH,
+  o: { named: boolean } = { named: true },
+): PostgresPrepared {
+  const known = new Map<string, { name: string | undefined; writes: boolean }>();
+  const statementOf = (text: string) => {
+    let statement = known.get(text);
     if (!statement) {
-      statement = { name: `svc_${named.size + 1}`, writes: writes(text) };
-      named.set(text, statement);
+      statement = { name: o.named ? `svc_${known.size + 1}` : undefined, writes: writes(text) };
+      known.set(text, statement);
     }
     return statement;
   };
   const query = (text: string, params: readonly unknown[]) => {
-    const { name, writes } = nameOf(text);
-    return watched(watch, () => pool.query({ name, text, values: params as unknown[] }), writes);
+    const { name, writes } = statementOf(text);
+    const config =
+      name === undefined
+        ? { text, values: params as unknown[] }
+        : { name, text, values: params as unknown[] };
+    return watched(watch, () => pool.query(config), writes);
   };
   return {
     engine: 'postgres',
