@@ -1,6 +1,6 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { type AddressInfo, connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,6 +9,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { authenticate } from '../src/domain/users.js';
 import { openStore } from '../src/store/database.js';
 import { freshDatabase } from './helpers/harness.js';
+import { freePort } from './helpers/ops.js';
 
 let db: Awaited<ReturnType<typeof freshDatabase>>;
 let child: ChildProcess;
@@ -33,15 +34,6 @@ const MIGRATION_COUNT = readdirSync(new URL('../src/store/migrations/', import.m
 ).length;
 
 const EPHEMERAL_PORTS = { API_PORT: '0', MCP_PORT: '0', AGENCY_MCP_PORT: '0', AUTH_PORT: '0' };
-
-/** A port free now, for a process whose output cannot tell which one it bound (its stdout lost). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 interface Ended {
   code: number | null;

@@ -1,3 +1,5 @@
+import { type AddressInfo, createServer } from 'node:net';
+
 /** What the fault and multi-instance tests (test/ops) share. */
 
 /**
@@ -40,3 +42,12 @@ export async function dependencyUp(metricsUrl: string, dependency: string): Prom
 /** The log lines an instance wrote with this message. */
 export const logged = (logs: { lines: Record<string, unknown>[] }, message: string) =>
   logs.lines.filter((l) => l['msg'] === message);
+
+/** A loopback port free now, for a process that must be told its port (its output lost, or a pooler's config). */
+export async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}

@@ -1,13 +1,13 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agencyToolCallWorks, connect, token } from '../auth/oauth-helpers.js';
 import { signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { freePort } from '../helpers/ops.js';
 
 /**
  * PostgreSQL behind a pooler in transaction mode (PgBouncer's `pool_mode = transaction`), always against PostgreSQL:
@@ -26,14 +26,6 @@ let dir: string;
 let bouncer: ChildProcess;
 let server: TestServer;
 let admin: pg.Client;
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
 
 /** PgBouncer will not run as root: as the PostgreSQL server's own user, then. */
 function unprivileged(): { uid?: number; gid?: number } {
