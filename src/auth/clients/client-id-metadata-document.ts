@@ -107,11 +107,11 @@ export class CimdResolver {
     const problem = cimdUrlProblem(clientId);
     if (problem) throw new CimdError(problem);
     const now = this.clock.now();
-    const elapsed = this.clock.monotonic();
+    const monotonicNow = this.clock.monotonic();
     const cached = this.memory.get(clientId);
-    if (cached && cached.trustedUntil > elapsed) return cached.client;
+    if (cached && cached.trustedUntil > monotonicNow) return cached.client;
     const refused = this.refused.get(clientId);
-    if (refused && refused.trustedUntil > elapsed) throw refused.error;
+    if (refused && refused.trustedUntil > monotonicNow) throw refused.error;
     const stored = await this.db
       .selectFrom('oauth_clients')
       .select(['metadata', 'metadata_expires_at'])
