@@ -48,5 +48,5 @@ if ! redis-cli -h 127.0.0.1 ping >/dev/null 2>&1; then
 fi
 redis-cli -h 127.0.0.1 ping >/dev/null || { say "Redis is not reachable at 127.0.0.1:6379"; exit 1; }
 
-# PgBouncer's binary: test/ops/transaction-pooler.test.ts runs one of its own in transaction mode.
+# PgBouncer's binary: test/ops/pgbouncer.test.ts runs its own, in transaction and in session mode.
 [ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null 2>&1 || apt_install pgbouncer

@@ -172,21 +172,20 @@ class TransactionalDdlSqliteAdapter extends SqliteAdapter {
  * and a second later on the client in case the server itself stalls. An error on any client, idle or checked out
  * (the server restarted, a failover terminated the backend: 57P01), is the pool's to handle, never the process's.
  *
- * Through a pooler in transaction mode (DATABASE_TRANSACTION_POOLER) the server's timeouts are not sent at connect: a
- * pooler refuses session settings as startup parameters (PgBouncer: "unsupported startup parameter"), and its server
- * connections are shared by every client; the role's own settings bound the statements there (docs/deployment.md).
+ * The server's timeouts are set by a statement once connected, not sent as startup parameters: a pooler in front
+ * (PgBouncer, in either mode) refuses the startup parameters it does not track ("unsupported startup parameter"), and
+ * in session mode passes a SET to the server connection that the session keeps. Through a pooler in transaction mode
+ * (DATABASE_TRANSACTION_POOLER) nothing is set: the next transaction may run on another server connection, and a
+ * setting would stay on this one for its other clients; the role's own settings bound the statements there
+ * (docs/deployment.md).
  */
 function postgresPool(connectionString: string, o: StoreConfig): pg.Pool {
   const statementMs = o.databaseStatementTimeoutMs ?? 10_000;
-  const sessionSettings = o.databaseTransactionPooler
-    ? {}
-    : { statement_timeout: statementMs, idle_in_transaction_session_timeout: statementMs * 2 };
   const pool = new pg.Pool({
     connectionString,
     max: o.databasePoolSize,
     connectionTimeoutMillis: o.databaseConnectTimeoutMs ?? 5000,
     query_timeout: statementMs + 1000,
-    ...sessionSettings,
     keepAlive: true,
     // Times are epoch milliseconds in bigint columns; they fit a JS number exactly.
     types: {
@@ -195,9 +194,16 @@ function postgresPool(connectionString: string, o: StoreConfig): pg.Pool {
   });
   // An idle client's error: the pool discards the client and opens another when needed.
   pool.on('error', () => {});
-  // A checked-out client's error reaches the query that is using it (as a rejected promise); without a listener the
-  // client's 'error' event itself would end the process (57P01 under load).
-  pool.on('connect', (client) => client.on('error', () => {}));
+  const settings = o.databaseTransactionPooler
+    ? undefined
+    : `SET statement_timeout = ${statementMs}; SET idle_in_transaction_session_timeout = ${statementMs * 2}`;
+  pool.on('connect', (client) => {
+    // A checked-out client's error reaches the query that is using it (as a rejected promise); without a listener the
+    // client's 'error' event itself would end the process (57P01 under load).
+    client.on('error', () => {});
+    // Queued ahead of the query the client was opened for; it fails only with the connection, and so does that query.
+    if (settings) client.query(settings).catch(() => {});
+  });
   return pool;
 }
 
