@@ -333,8 +333,9 @@ it('a log collector that goes away (EPIPE): serving goes on, the lost lines are 
     const metricsUrl = /"url":"(http:[^"]+\/metrics)","msg":"metrics listening"/.exec(out)![1]!;
     cli.stdout!.destroy();
     await requestsNotFound(api, 200);
-    // The first line written into the closed pipe fails; it and every line after are lost, all but that one counted.
-    expect(await droppedLogLines(metricsUrl)).toBeGreaterThanOrEqual(199);
+    // The first write into the closed pipe fails; the lines it carried and any queued behind it (a line or two here,
+    // up to a batch of requests' lines) are lost uncounted; every line after is counted. The previous code counted 0.
+    expect(await droppedLogLines(metricsUrl)).toBeGreaterThanOrEqual(150);
     expect(outputFailures(err), err).toEqual([expect.objectContaining({ level: 50, code: 'EPIPE' })]);
     cli.kill('SIGTERM');
     expect(await exited).toBe(0);
