@@ -128,8 +128,14 @@ export function connectRedis(
   });
   /** Whether the outage, if any, is Redis refusing commands, which a new connection does not end. */
   let refusing = false;
-  // ioredis reconnects by itself; meanwhile the limits count in memory.
-  client.on('error', (e) => watch.failed(e));
+  // ioredis reconnects by itself; meanwhile the limits count in memory. An error event is the connection's, never a
+  // command's (those reach the command): a handshake Redis refused — a wrong password (WRONGPASS), a missing one
+  // (NOAUTH) — is an outage too, logged in Redis's words (unlogged, the warning said only "reconnecting").
+  client.on('error', (e) =>
+    watch.failed(
+      isDependencyOutage(e) ? e : new DependencyUnavailable(`Redis refused the connection: ${e.message}`),
+    ),
+  );
   // A connection closed by the server (a restart) is reconnected without any error event: an outage all the same.
   client.on('reconnecting', () => watch.failed(new Error('Connection is closed; reconnecting')));
   client.on('ready', () => {

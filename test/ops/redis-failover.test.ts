@@ -1,9 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
-import { dependencyUp, logged as loggedLines, postSession, within } from '../helpers/ops.js';
+import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { dependencyUp, freePort, logged as loggedLines, postSession, within } from '../helpers/ops.js';
 import { TcpForwarder } from '../helpers/tcp-forwarder.js';
 
 /**
@@ -20,23 +19,24 @@ interface OwnRedis {
   stop(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-/** A Redis server on a free loopback port that keeps nothing on disk, stopped by its PID. */
-async function startRedis(): Promise<OwnRedis> {
+/** A Redis server on a free loopback port that keeps nothing on disk, stopped by its PID; `password` required if given. */
+async function startRedis(password?: string): Promise<OwnRedis> {
   const port = await freePort();
   const child: ChildProcess = spawn(
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    [
+      ...['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      ...(password ? ['--requirepass', password] : []),
+    ],
     { stdio: 'ignore' },
   );
-  const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => 100 });
+  const client = new Redis({
+    port,
+    host: '127.0.0.1',
+    lazyConnect: true,
+    retryStrategy: () => 100,
+    ...(password ? { password } : {}),
+  });
   // Refused until the server listens: the ping below retries.
   client.on('error', () => {});
   expect(
@@ -104,5 +104,27 @@ describe(`Redis failed over behind its address (${ENGINE})`, () => {
     expect(logged('unavailable')).toHaveLength(1);
     expect(await redisUp()).toBe(1);
     expect(server.logs.lines.filter((l) => l['msg'] === 'unhandled error')).toEqual([]);
+  });
+});
+
+describe(`Redis refusing the service's password (${ENGINE})`, () => {
+  it("sign-ins count in memory, /ready names redis, and the one warning gives Redis's reason (WRONGPASS)", async () => {
+    const guarded = await startRedis('the-right-one');
+    const wrong = await startTestServer({ env: { REDIS_URL: `redis://:not-it@127.0.0.1:${guarded.port}` } });
+    try {
+      expect((await signIn(wrong, 'ada')).token).toBeTruthy();
+      const ready = await fetch(`${wrong.url.api}/ready`);
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toEqual({
+        status: 'unavailable',
+        checks: { database: 'up', redis: 'down' },
+      });
+      const warnings = loggedLines(wrong.logs, 'redis (rate limits fall back to memory) unavailable');
+      expect(warnings).toHaveLength(1);
+      expect(String(warnings[0]!['reason'])).toContain('WRONGPASS');
+    } finally {
+      await wrong.close();
+      await guarded.stop();
+    }
   });
 });
