@@ -358,11 +358,8 @@ export function postgresPrepared(
   };
   const query = (text: string, params: readonly unknown[]) => {
     const { name, writes } = statementOf(text);
-    const config =
-      name === undefined
-        ? { text, values: params as unknown[] }
-        : { name, text, values: params as unknown[] };
-    return watched(watch, () => pool.query(config), writes);
+    // node-postgres sends a statement without a name unnamed: parsed where it runs.
+    return watched(watch, () => pool.query({ name, text, values: params as unknown[] }), writes);
   };
   return {
     engine: 'postgres',
