@@ -76,7 +76,6 @@ export function boundedLogger(
   out.on('error', (e: NodeJS.ErrnoException) => {
     if (out.write === dropLine) return;
     out.write = dropLine;
-    out.flushSync = () => {};
     reportOutputFailure(options, clock, e);
   });
   function dropLine(): boolean {
