@@ -8,7 +8,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { agencyToolCallWorks, connect, token } from '../auth/oauth-helpers.js';
 import { signIn, startTestServer, type TestServer } from '../helpers/harness.js';
-import { freePort } from '../helpers/ops.js';
+import { freePort, within } from '../helpers/ops.js';
 
 /**
  * PostgreSQL behind PgBouncer, always against PostgreSQL, a PgBouncer of the test's own (Debian's, 1.18); in transaction
@@ -75,16 +75,15 @@ async function behindPgBouncer(
   const url = new URL(PG_URL.toString());
   url.port = String(port);
   url.pathname = `/${database}`;
-  for (let i = 0; i < 50; i++) {
+  await within(async () => {
     const probe = new pg.Client({ connectionString: url.toString() });
     const up = await probe.connect().then(
       () => true,
       () => false,
     );
     await probe.end().catch(() => {});
-    if (up) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+    return up;
+  }, 5000);
   const close = async (server?: TestServer) => {
     await server?.close();
     bouncer.kill();

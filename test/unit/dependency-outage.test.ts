@@ -1,7 +1,8 @@
 import { lookup } from 'node:dns/promises';
-import { connect, createServer, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { isDependencyOutage } from '../../src/http/dependency-outage.js';
+import { freePort } from '../helpers/ops.js';
 
 /** The error a connection to `port` on loopback ends with. */
 function connectError(port: number): Promise<unknown> {
@@ -10,11 +11,7 @@ function connectError(port: number): Promise<unknown> {
 
 describe('a dependency that cannot be reached is an outage (503), not a bug (500)', () => {
   it('as Node reports it here: a closed port, a name that does not exist', async () => {
-    const server = createServer();
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const { port } = server.address() as AddressInfo;
-    await new Promise((r) => server.close(r));
-    expect(isDependencyOutage(await connectError(port))).toBe(true);
+    expect(isDependencyOutage(await connectError(await freePort()))).toBe(true);
     expect(isDependencyOutage(await lookup('postgres.invalid').catch((e: unknown) => e))).toBe(true);
   });
 
