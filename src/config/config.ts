@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import process from 'node:process';
 import { z } from 'zod';
+import { isAddressEntry } from '../base/address-set.js';
 
 /**
  * Every setting of the service, read from the environment and validated once at start.
@@ -11,6 +12,27 @@ const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().min(1);
 const seconds = z.coerce.number().int().min(0);
 const onOff = z.enum(['on', 'off']).transform((v) => v === 'on');
+
+/**
+ * TRUST_PROXY: the proxies whose `X-Forwarded-For` names the client, as addresses, CIDR blocks or range names; `off`
+ * (none) is the empty list. Each proxy appends the address it was reached from to whatever the header already held,
+ * and a client writes any entries it likes before them: the client's address is the last entry appended by a proxy of
+ * the operator's own, found only by knowing which peers are those proxies. `on`, which trusted the whole header, is
+ * refused: with it the rate limits keyed on the first entry, the client's own choice, a fresh one per attempt. A hop
+ * count is not offered either (Fastify now trusts no one for it: a direct client could claim the hops).
+ */
+const trustedProxies = z.string().transform((value, ctx): string[] => {
+  if (value === 'off') return [];
+  const entries = value.split(',').map((entry) => entry.trim());
+  if (value !== 'on' && entries.every(isAddressEntry)) return entries;
+  ctx.addIssue({
+    code: 'custom',
+    message:
+      "name the proxies that set X-Forwarded-For: 'off', or a comma-separated list of their addresses or CIDR " +
+      "blocks (or loopback, linklocal, uniquelocal); 'on' trusted every entry, a client's own too",
+  });
+  return z.NEVER;
+});
 
 /** A public URL: http(s), no query, no fragment, no trailing slash (issuer and audiences compare byte for byte). */
 const publicUrl = z
@@ -44,7 +66,7 @@ export const envSchema = z.object({
     .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
     .optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  TRUST_PROXY: onOff.default(false),
+  TRUST_PROXY: trustedProxies.default([]),
   SIGNING_ALG: z.enum(['RS256', 'ES256']).default('ES256'),
   SESSION_TTL_SECONDS: positiveInt.default(30 * 24 * 3600),
   TOKEN_CACHE_SIZE: z.coerce.number().int().min(0).default(10_000),
@@ -127,7 +149,8 @@ export interface Config {
   logLevel: Env['LOG_LEVEL'];
   /** Bytes of log lines held while stdout takes none; past them lines are dropped (http/log-output.ts). */
   logBufferBytes: number;
-  trustProxy: boolean;
+  /** The proxies trusted to say in `X-Forwarded-For` where a request came from (TRUST_PROXY); empty: none. */
+  trustedProxies: readonly string[];
   signingAlg: Env['SIGNING_ALG'];
   sessionTtlSeconds: number;
   tokenCacheSize: number;
@@ -245,7 +268,7 @@ function fromEnv(e: Env): Config {
     redisUrl: e.REDIS_URL,
     logLevel: e.LOG_LEVEL,
     logBufferBytes: e.LOG_BUFFER_BYTES,
-    trustProxy: e.TRUST_PROXY,
+    trustedProxies: e.TRUST_PROXY,
     signingAlg: e.SIGNING_ALG,
     sessionTtlSeconds: e.SESSION_TTL_SECONDS,
     tokenCacheSize: e.TOKEN_CACHE_SIZE,

@@ -12,6 +12,7 @@ import Fastify, {
 } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config, Surface } from '../config/config.js';
+import { type AddressSet, addressSet, withoutPort } from '../base/address-set.js';
 import { newId } from '../base/ids.js';
 import type { Metrics } from '../base/metrics.js';
 import { keepTickObjectShape } from '../base/tick-shape.js';
@@ -130,6 +131,15 @@ class RequestLog extends LogController {
 }
 
 /**
+ * The client's address, which the limits per address count: the peer's, or behind the proxies `TRUST_PROXY` names
+ * the one the last of them appended to `X-Forwarded-For` (createServer's `trustProxy`), without the port some proxies
+ * write with it.
+ */
+export function clientAddress(request: FastifyRequest): string {
+  return withoutPort(request.ip);
+}
+
+/**
  * The Fastify instance every surface is built on: request ids (`x-request-id` on every response, never taken from
  * the caller), the size limits, and JSON error responses for requests Node rejects before Fastify sees them.
  */
@@ -140,6 +150,7 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
   applyV8Flags();
   const log = o.logger.child({ surface: o.surface });
   const requestLog = new RequestLog(config.accessLog ? 'info' : 'debug', o.surface, o.metrics);
+  const proxies = addressSet(config.trustedProxies);
   const app = Fastify({
     loggerInstance: log,
     genReqId: () => newId('req'),
@@ -156,7 +167,10 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
       requestTimeout: config.requestTimeoutSeconds * 1000,
     },
     requestTimeout: config.requestTimeoutSeconds * 1000,
-    trustProxy: config.trustProxy,
+    // `request.ip`, which the rate limits key on: the peer, or behind the operator's proxies the entry of
+    // X-Forwarded-For the last of them appended — proxy-addr walks the header from its end while each address
+    // it meets, the peer's first, is one of theirs (config.ts, TRUST_PROXY).
+    trustProxy: config.trustedProxies.length > 0 ? (address: string) => proxies.has(address) : false,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
@@ -164,8 +178,7 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
       writeConnectionError(log, err, socket, o);
     },
   });
-  if (config.maxConnectionsPerIp > 0 && !config.trustProxy)
-    capConnectionsPerPeer(app, config.maxConnectionsPerIp, log);
+  if (config.maxConnectionsPerIp > 0) capConnectionsPerPeer(app, config.maxConnectionsPerIp, proxies, log);
   // One callback-style hook (an async hook costs a promise per request): the request id and the surface's static headers.
   const staticHeaders = Object.entries(o.responseHeaders ?? {});
   app.addHook('onRequest', (request, reply, done) => {
@@ -313,12 +326,19 @@ function tryFastPath(
 
 /**
  * Closes a new connection at once when its peer already holds `max` on this surface: one address cannot hold every
- * file descriptor of the process (the slow-body attack kept hundreds of connections open).
+ * file descriptor of the process (the slow-body attack kept hundreds of connections open). The operator's proxies
+ * are not capped: every client behind them shares their addresses (cap per client at the proxy).
  */
-function capConnectionsPerPeer(app: FastifyInstance, max: number, log: FastifyBaseLogger): void {
+function capConnectionsPerPeer(
+  app: FastifyInstance,
+  max: number,
+  proxies: AddressSet,
+  log: FastifyBaseLogger,
+): void {
   const open = new Map<string, number>();
   app.server.on('connection', (socket: Socket) => {
     const peer = socket.remoteAddress ?? '';
+    if (proxies.has(peer)) return;
     const n = (open.get(peer) ?? 0) + 1;
     if (n > max) {
       log.warn({ peer, max }, 'connection refused: too many open connections from one address');

@@ -6,8 +6,8 @@ import { Browser } from './oauth-helpers.js';
 
 /**
  * Sign-in throttling against the attacks a red team tried: a targeted lockout of a member, a burst that races the
- * counter, and two sign-in routes with two budgets. Addresses are told apart by X-Forwarded-For (TRUST_PROXY=on, as
- * behind the operator's proxy).
+ * counter, and two sign-in routes with two budgets. Addresses are told apart by X-Forwarded-For (TRUST_PROXY=loopback:
+ * the test's client is the operator's proxy).
  */
 
 const LIMIT = 10;
@@ -16,7 +16,7 @@ let server: TestServer;
 
 beforeAll(async () => {
   server = await startTestServer({
-    env: { TRUST_PROXY: 'on', SIGNIN_LIMIT_PER_USERNAME: String(LIMIT), SIGNIN_LIMIT_PER_IP: '1000' },
+    env: { TRUST_PROXY: 'loopback', SIGNIN_LIMIT_PER_USERNAME: String(LIMIT), SIGNIN_LIMIT_PER_IP: '1000' },
   });
 });
 afterAll(() => server?.close());
@@ -28,10 +28,10 @@ async function member(at: TestServer): Promise<{ username: string; password: str
   return { username, password };
 }
 
-const attempt = (at: TestServer, from: string, username: string, password: string) =>
+const attempt = (at: TestServer, forwardedFor: string, username: string, password: string) =>
   fetch(`${at.url.auth}/api/sessions`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-forwarded-for': from },
+    headers: { 'content-type': 'application/json', 'x-forwarded-for': forwardedFor },
     body: JSON.stringify({ username, password }),
   });
 
@@ -92,7 +92,7 @@ describe(`one budget for the sign-in page and the session API (${ENGINE})`, () =
     }
   });
   it('with Redis, across two instances, the burst still checks at most the limit', async () => {
-    const env = { REDIS_URL, TRUST_PROXY: 'on', SIGNIN_LIMIT_PER_USERNAME: String(LIMIT) };
+    const env = { REDIS_URL, TRUST_PROXY: 'loopback', SIGNIN_LIMIT_PER_USERNAME: String(LIMIT) };
     const a = await startTestServer({ env });
     const b = await startTestServer({ env, sharing: a });
     try {
@@ -105,6 +105,58 @@ describe(`one budget for the sign-in page and the session API (${ENGINE})`, () =
     } finally {
       await b.close();
       await a.close();
+    }
+  });
+});
+
+describe(`the client address behind the operator's proxies (${ENGINE})`, () => {
+  const LIMIT_PER_IP = 5;
+  const spoofed = () =>
+    `203.0.113.${Math.floor(Math.random() * 250)}, 192.0.2.${Math.floor(Math.random() * 250)}`;
+
+  /** Attempts with a fresh first entries each time, as a client writes its own header before the proxy appends. */
+  async function statusesFrom(at: TestServer, appendedByProxy: string | undefined): Promise<number[]> {
+    const statuses: number[] = [];
+    for (let i = 0; i <= LIMIT_PER_IP; i++) {
+      const header = appendedByProxy ? `${spoofed()}, ${appendedByProxy}` : spoofed();
+      statuses.push((await attempt(at, header, `nobody${i}`, 'wrong')).status);
+    }
+    return statuses;
+  }
+
+  it("entries a client wrote before the proxy's own do not give it a fresh address per attempt", async () => {
+    // Before, TRUST_PROXY=on took the header's first entry: every attempt below came from a new address.
+    const behind = await startTestServer({
+      env: { TRUST_PROXY: '10.9.0.0/16, loopback', SIGNIN_LIMIT_PER_IP: String(LIMIT_PER_IP) },
+    });
+    try {
+      // The load balancer (loopback) appended the client's address, 198.51.100.40.
+      expect(await statusesFrom(behind, '198.51.100.40')).toEqual([...Array(LIMIT_PER_IP).fill(401), 429]);
+      // Behind two proxies of the list (10.9.0.7 appended by the second), still the client's.
+      expect(await statusesFrom(behind, '198.51.100.41, 10.9.0.7')).toEqual([
+        ...Array(LIMIT_PER_IP).fill(401),
+        429,
+      ]);
+      // A proxy that writes the client's port beside its address: one client, whatever port it came from.
+      const withPorts: number[] = [];
+      for (let port = 40_000; port <= 40_000 + LIMIT_PER_IP; port++)
+        withPorts.push((await attempt(behind, `198.51.100.43:${port}`, `nobody${port}`, 'wrong')).status);
+      expect(withPorts).toEqual([...Array(LIMIT_PER_IP).fill(401), 429]);
+      // Another client behind the same proxy has its own budget.
+      expect((await attempt(behind, '198.51.100.42', 'nobody', 'wrong')).status).toBe(401);
+    } finally {
+      await behind.close();
+    }
+  });
+
+  it('a peer that is not one of the proxies is the client, whatever X-Forwarded-For it sends', async () => {
+    const elsewhere = await startTestServer({
+      env: { TRUST_PROXY: '192.0.2.1', SIGNIN_LIMIT_PER_IP: String(LIMIT_PER_IP) },
+    });
+    try {
+      expect(await statusesFrom(elsewhere, undefined)).toEqual([...Array(LIMIT_PER_IP).fill(401), 429]);
+    } finally {
+      await elsewhere.close();
     }
   });
 });

@@ -73,4 +73,33 @@ describe(`connections per client address are capped (${ENGINE})`, () => {
     again.write(`GET /health HTTP/1.1\r\nHost: ${new URL(url).host}\r\nConnection: close\r\n\r\n`);
     expect((await ok).text).toMatch(/^HTTP\/1\.1 200 /);
   });
+  it("the operator's proxies are not capped (every client behind them shares their address); other peers are", async () => {
+    const behind = await startTestServer({ env: { MAX_CONNECTIONS_PER_IP: '3', TRUST_PROXY: 'loopback' } });
+    const elsewhere = await startTestServer({
+      env: { MAX_CONNECTIONS_PER_IP: '3', TRUST_PROXY: '192.0.2.1' },
+    });
+    const sockets: Socket[] = [];
+    const opened = async (url: string) => {
+      const socket = await open(url);
+      sockets.push(socket);
+      return socket;
+    };
+    try {
+      const fromProxy = await Promise.all(Array.from({ length: 6 }, () => opened(behind.url.api)));
+      const sixth = fromProxy[5]!;
+      const answered = untilClosed(sixth);
+      sixth.write(
+        `GET /health HTTP/1.1\r\nHost: ${new URL(behind.url.api).host}\r\nConnection: close\r\n\r\n`,
+      );
+      expect((await answered).text).toMatch(/^HTTP\/1\.1 200 /);
+      // Before, any TRUST_PROXY turned the cap off for every peer.
+      for (let i = 0; i < 3; i++) await opened(elsewhere.url.api);
+      const fourth = untilClosed(await opened(elsewhere.url.api)).then(({ text }) => text);
+      const stillOpen = new Promise((r) => setTimeout(() => r('still open after 5 s'), 5000).unref());
+      expect(await Promise.race([fourth, stillOpen])).toBe('');
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await Promise.all([behind.close(), elsewhere.close()]);
+    }
+  });
 });

@@ -100,6 +100,27 @@ describe('configuration from the environment', () => {
     expect(message).not.toContain('\n');
   });
 
+  it('takes TRUST_PROXY as the proxies themselves: off, or their addresses, CIDR blocks and range names', () => {
+    expect(load({}).trustedProxies).toEqual([]);
+    expect(load({ TRUST_PROXY: 'off' }).trustedProxies).toEqual([]);
+    expect(load({ TRUST_PROXY: '10.0.0.0/8, 2001:db8::1,loopback' }).trustedProxies).toEqual([
+      '10.0.0.0/8',
+      '2001:db8::1',
+      'loopback',
+    ]);
+  });
+
+  it.each(['on', '1', '10.0.0.0/33', '10.0.0.0/8,', 'proxy.internal', 'fe80::1%eth0', '10.0.0.0/+8'])(
+    'refuses TRUST_PROXY=%j, saying what to write instead',
+    (value) => {
+      expect(failure({ TRUST_PROXY: value })).toBe(
+        `Invalid TRUST_PROXY=${JSON.stringify(value)}: name the proxies that set X-Forwarded-For: 'off', or a ` +
+          'comma-separated list of their addresses or CIDR blocks (or loopback, linklocal, uniquelocal); ' +
+          "'on' trusted every entry, a client's own too",
+      );
+    },
+  );
+
   it('lists the allowed values of an enumerated setting', () => {
     expect(failure({ NODE_ENV: 'staging' })).toBe(
       'Invalid NODE_ENV="staging": allowed values are production, development, test',
