@@ -18,7 +18,7 @@ import { type ClientRegistry, UnknownClientError } from './clients/registry.js';
 import { consentAnswer, consentModel, decideConsent } from './consent.js';
 import { agencyChoiceView, consentFormActions, consentTitle, consentView } from './consent-page.js';
 import { resolveResource } from './resource-indicator.js';
-import { clientAddress } from '../http/server.js';
+import { clientNetwork } from '../http/server.js';
 
 /**
  * The authorization endpoint (RFC 6749 §3.1) and its pages: validate the request, make sure a member is signed in,
@@ -35,7 +35,7 @@ export async function authorizeRoutes(
 
   app.get('/oauth2/auth', async (request, reply) =>
     flow.step(request, reply, 302, async () => {
-      const req = await flow.validate(queryOf(request.url), clientAddress(request));
+      const req = await flow.validate(queryOf(request.url), clientNetwork(request));
       const userId = await flow.signedIn(request);
       if (!userId) return signInFirst(reply, 302, req);
       if (req.resource.kind === 'user') return flow.consentPage(request, reply, req, userId, undefined);
@@ -53,7 +53,7 @@ export async function authorizeRoutes(
   app.get('/oauth2/auth/consent', async (request, reply) => {
     const query = request.query as Record<string, unknown>;
     return flow.step(request, reply, 302, async () => {
-      const req = await flow.validate(stringOr(query['request'], ''), clientAddress(request));
+      const req = await flow.validate(stringOr(query['request'], ''), clientNetwork(request));
       const userId = await flow.signedIn(request);
       if (!userId) return signInFirst(reply, 302, req);
       const agencyId = stringOr(query['agency_id'], undefined);
@@ -68,7 +68,7 @@ export async function authorizeRoutes(
     if (!(form instanceof URLSearchParams)) throw new PageError(400, 'Bad request', 'Send the consent form.');
     ctx.webSessions.checkCsrf(request, form);
     return flow.step(request, reply, 303, async () => {
-      const req = await flow.validate(form.get('request') ?? '', clientAddress(request));
+      const req = await flow.validate(form.get('request') ?? '', clientNetwork(request));
       const userId = await flow.signedIn(request);
       if (!userId) return signInFirst(reply, 303, req);
       if (consentAnswer(form) === 'deny')

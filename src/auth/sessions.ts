@@ -6,7 +6,7 @@ import { MAX_PASSWORD_LENGTH } from '../domain/passwords.js';
 import { createSession, endSession } from '../domain/sessions.js';
 import { ApiError } from '../http/errors.js';
 import { authenticateRest } from '../http/rest-auth.js';
-import { clientAddress } from '../http/server.js';
+import { clientNetwork } from '../http/server.js';
 import { issueSessionToken } from '../tokens/session-token.js';
 import { signInGuard } from './sign-in-guard.js';
 
@@ -26,7 +26,7 @@ export async function sessionRoutes(app: FastifyInstance, ctx: AppContext): Prom
 
   app.post('/api/sessions', async (request, reply) => {
     const { username, password } = parseBody(request.body);
-    const outcome = await signIn(clientAddress(request), username, password);
+    const outcome = await signIn(clientNetwork(request), username, password);
     if (!outcome.ok && outcome.reason === 'rate_limited') {
       throw new ApiError('rate_limited', 'Too many sign-in attempts; retry later', {
         headers: { 'retry-after': String(outcome.retryAfterSeconds) },

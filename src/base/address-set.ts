@@ -73,3 +73,37 @@ export function withoutPort(entry: string): string {
   const match = IPV4_WITH_PORT.exec(entry) ?? BRACKETED_IPV6.exec(entry);
   return match ? match[1]! : entry;
 }
+
+/**
+ * The network a client address stands for wherever something is counted per client (the rate limits, the connection
+ * cap): an IPv4 address as it is, an IPv6 address as its /64 (`2001:db8:0:7::/64`). A host is given at least a /64
+ * (the smallest subnet stateless autoconfiguration works on, RFC 4291 §2.5.1, RFC 6177), and can take any address in
+ * it, a new one per attempt: counted by the /64, it has one budget, as an IPv4 host behind its one address has. An
+ * IPv4 peer of a dual-stack socket (`::ffff:a.b.c.d`) is its IPv4 address; a written port is dropped; anything that is
+ * no address is returned as it is.
+ */
+export function networkOf(address: string): string {
+  const bare = withoutPort(address);
+  const mapped = bare.toLowerCase().startsWith('::ffff:') ? bare.slice(7) : bare;
+  if (isIPv4(mapped)) return mapped;
+  const unzoned = bare.split('%', 1)[0]!;
+  if (!isIPv6(unzoned)) return bare;
+  return `${ipv6Groups(unzoned).slice(0, 4).join(':')}::/64`;
+}
+
+/** The eight 16-bit groups of a valid IPv6 address, in hex without leading zeros (`::` expanded, an IPv4 tail read). */
+function ipv6Groups(address: string): string[] {
+  const [head, tail] = address.includes('::') ? address.split('::') : [address, undefined];
+  const groups = (part: string | undefined): string[] =>
+    !part
+      ? []
+      : part.split(':').flatMap((group) => {
+          if (!group.includes('.')) return [group];
+          const [a, b, c, d] = group.split('.').map(Number) as [number, number, number, number];
+          return [((a << 8) | b).toString(16), ((c << 8) | d).toString(16)];
+        });
+  const front = groups(head);
+  const back = groups(tail);
+  const zeros = tail === undefined ? [] : Array<string>(8 - front.length - back.length).fill('0');
+  return [...front, ...zeros, ...back].map((group) => parseInt(group, 16).toString(16));
+}

@@ -7,7 +7,7 @@ import { issueSessionToken } from '../tokens/session-token.js';
 import { markup, PageError } from '../web/html.js';
 import { sendPage } from '../web/page-scope.js';
 import { safeNext } from '../web/safe-next.js';
-import { clientAddress } from '../http/server.js';
+import { clientNetwork } from '../http/server.js';
 
 /**
  * The sign-in page (username and password → a browser session cookie) and sign-out. Rate limited like the session
@@ -45,7 +45,7 @@ ${message ? markup`<p class="error" role="alert">${message}</p>` : ''}
     if (!username || !password || password.length > MAX_PASSWORD_LENGTH) {
       return sendPage(reply, 400, 'Sign in', form(csrf, next, username, 'Enter your username and password.'));
     }
-    const outcome = await signIn(clientAddress(request), username, password);
+    const outcome = await signIn(clientNetwork(request), username, password);
     if (!outcome.ok && outcome.reason === 'rate_limited') {
       reply.header('retry-after', String(outcome.retryAfterSeconds));
       const message = 'Too many sign-in attempts. Wait a while and try again.';

@@ -12,7 +12,7 @@ import Fastify, {
 } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config, Surface } from '../config/config.js';
-import { type AddressSet, addressSet, withoutPort } from '../base/address-set.js';
+import { type AddressSet, addressSet, networkOf } from '../base/address-set.js';
 import { newId } from '../base/ids.js';
 import type { Metrics } from '../base/metrics.js';
 import { keepTickObjectShape } from '../base/tick-shape.js';
@@ -131,12 +131,12 @@ class RequestLog extends LogController {
 }
 
 /**
- * The client's address, which the limits per address count: the peer's, or behind the proxies `TRUST_PROXY` names
- * the one the last of them appended to `X-Forwarded-For` (createServer's `trustProxy`), without the port some proxies
- * write with it.
+ * The client as every limit per client counts it: its address — the peer's, or behind the proxies `TRUST_PROXY` names
+ * the one the last of them appended to `X-Forwarded-For` (createServer's `trustProxy`) — or an IPv6 address's /64
+ * (base/address-set.ts, `networkOf`).
  */
-export function clientAddress(request: FastifyRequest): string {
-  return withoutPort(request.ip);
+export function clientNetwork(request: FastifyRequest): string {
+  return networkOf(request.ip);
 }
 
 /**
@@ -325,9 +325,10 @@ function tryFastPath(
 }
 
 /**
- * Closes a new connection at once when its peer already holds `max` on this surface: one address cannot hold every
- * file descriptor of the process (the slow-body attack kept hundreds of connections open). The operator's proxies
- * are not capped: every client behind them shares their addresses (cap per client at the proxy).
+ * Closes a new connection at once when its peer already holds `max` on this surface: one address (an IPv6 peer's /64,
+ * any of whose addresses it can take) cannot hold every file descriptor of the process (the slow-body attack kept
+ * hundreds of connections open). The operator's proxies are not capped: every client behind them shares their
+ * addresses (cap per client at the proxy).
  */
 function capConnectionsPerPeer(
   app: FastifyInstance,
@@ -337,11 +338,12 @@ function capConnectionsPerPeer(
 ): void {
   const open = new Map<string, number>();
   app.server.on('connection', (socket: Socket) => {
-    const peer = socket.remoteAddress ?? '';
-    if (proxies.has(peer)) return;
+    const address = socket.remoteAddress ?? '';
+    if (proxies.has(address)) return;
+    const peer = networkOf(address);
     const n = (open.get(peer) ?? 0) + 1;
     if (n > max) {
-      log.warn({ peer, max }, 'connection refused: too many open connections from one address');
+      log.warn({ peer, address, max }, 'connection refused: too many open connections from one address');
       socket.destroy();
       return;
     }

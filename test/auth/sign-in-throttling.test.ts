@@ -142,6 +142,14 @@ describe(`the client address behind the operator's proxies (${ENGINE})`, () => {
       for (let port = 40_000; port <= 40_000 + LIMIT_PER_IP; port++)
         withPorts.push((await attempt(behind, `198.51.100.43:${port}`, `nobody${port}`, 'wrong')).status);
       expect(withPorts).toEqual([...Array(LIMIT_PER_IP).fill(401), 429]);
+      // An IPv6 client can take any address of its /64: one budget for them all; another /64 has its own.
+      const fromOneNetwork: number[] = [];
+      for (let i = 1; i <= LIMIT_PER_IP + 1; i++)
+        fromOneNetwork.push(
+          (await attempt(behind, `2001:db8:0:7::${i.toString(16)}`, `v6${i}`, 'wrong')).status,
+        );
+      expect(fromOneNetwork).toEqual([...Array(LIMIT_PER_IP).fill(401), 429]);
+      expect((await attempt(behind, '2001:db8:0:8::1', 'v6', 'wrong')).status).toBe(401);
       // Another client behind the same proxy has its own budget.
       expect((await attempt(behind, '198.51.100.42', 'nobody', 'wrong')).status).toBe(401);
     } finally {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { addressSet, isAddressEntry, withoutPort } from '../../src/base/address-set.js';
+import { addressSet, isAddressEntry, networkOf, withoutPort } from '../../src/base/address-set.js';
 
 describe('a set of addresses named by an operator (TRUST_PROXY)', () => {
   it('holds single addresses and CIDR blocks of both families, and nothing around them', () => {
@@ -65,5 +65,18 @@ describe('a set of addresses named by an operator (TRUST_PROXY)', () => {
       expect(withoutPort(as)).toBe(as);
     expect(addressSet(['10.0.0.0/8']).has('10.1.2.3:443')).toBe(true);
     expect(addressSet(['2001:db8::/32']).has('[2001:db8::9]:443')).toBe(true);
+  });
+
+  it("counts a client by its IPv4 address, or by its IPv6 address's /64 (one host can take any address in it)", () => {
+    expect(networkOf('2001:db8:0:7:1:2:3:4')).toBe('2001:db8:0:7::/64');
+    expect(networkOf('2001:0db8:0000:0007::ffff')).toBe('2001:db8:0:7::/64');
+    expect(networkOf('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(networkOf('2001:db8:a:b:c::1.2.3.4')).toBe('2001:db8:a:b::/64');
+    expect(networkOf('[2001:db8:0:7::9]:443')).toBe('2001:db8:0:7::/64');
+    expect(networkOf('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
+    expect(networkOf('::ffff:192.0.2.7')).toBe('192.0.2.7');
+    expect(networkOf('192.0.2.7:4711')).toBe('192.0.2.7');
+    expect(networkOf('192.0.2.7')).toBe('192.0.2.7');
+    expect(networkOf('unknown')).toBe('unknown');
   });
 });

@@ -5,7 +5,7 @@ import type { AppContext } from '../../context.js';
 import { toEpochSeconds } from '../../base/clock.js';
 import { retryAfterSeconds } from '../../http/rate-limit.js';
 import { OAuthError } from '../../http/oauth-errors.js';
-import { clientAddress } from '../../http/server.js';
+import { clientNetwork } from '../../http/server.js';
 import { ClientCapacityError, makeRoomForClient } from './capacity.js';
 import { checkClientMetadata } from './client.js';
 
@@ -24,7 +24,7 @@ export async function registrationRoutes(app: FastifyInstance, ctx: AppContext):
 
   app.post('/oauth/register', async (request, reply) => {
     try {
-      await limiter.consume(clientAddress(request));
+      await limiter.consume(clientNetwork(request));
     } catch (e) {
       if (!(e instanceof RateLimiterRes)) throw e;
       throw new OAuthError('rate_limited', 'Too many registrations from this address; retry later', 429, {
