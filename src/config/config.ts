@@ -86,6 +86,7 @@ export const envSchema = z.object({
     .max(1024 * 1024 * 1024)
     .default(8 * 1024 * 1024),
   REQUEST_TIMEOUT_SECONDS: positiveInt.max(600).default(30),
+  KEEP_ALIVE_TIMEOUT_SECONDS: positiveInt.max(3600).default(72),
   MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(0).max(100_000).default(256),
   SIGNIN_LIMIT_PER_USERNAME: positiveInt.default(10),
   SIGNIN_LIMIT_PER_IP: positiveInt.default(100),
@@ -161,6 +162,11 @@ export interface Config {
   accessLog: boolean;
   /** Time a client has to send a whole request, headers and body (slow-body attacks). */
   requestTimeoutSeconds: number;
+  /**
+   * How long an idle keep-alive connection is kept. It must outlast the idle timeout of the proxy in front, which
+   * otherwise may send a request on a connection the server is closing at that moment: the proxy's 502 or 503.
+   */
+  keepAliveTimeoutSeconds: number;
   /** Open connections per peer address per surface; 0 = no cap. Not applied behind a trusted proxy. */
   maxConnectionsPerIp: number;
   signinLimit: { perUsername: number; perIp: number; windowSeconds: number };
@@ -277,6 +283,7 @@ function fromEnv(e: Env): Config {
     maxHeaderBytes: e.MAX_HEADER_BYTES,
     accessLog: e.ACCESS_LOG,
     requestTimeoutSeconds: e.REQUEST_TIMEOUT_SECONDS,
+    keepAliveTimeoutSeconds: e.KEEP_ALIVE_TIMEOUT_SECONDS,
     maxConnectionsPerIp: e.MAX_CONNECTIONS_PER_IP,
     signinLimit: {
       perUsername: e.SIGNIN_LIMIT_PER_USERNAME,

@@ -167,6 +167,7 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
       requestTimeout: config.requestTimeoutSeconds * 1000,
     },
     requestTimeout: config.requestTimeoutSeconds * 1000,
+    keepAliveTimeout: config.keepAliveTimeoutSeconds * 1000,
     // `request.ip`, which the rate limits key on: the peer, or behind the operator's proxies the entry of
     // X-Forwarded-For the last of them appended — proxy-addr walks the header from its end while each address
     // it meets, the peer's first, is one of theirs (config.ts, TRUST_PROXY).

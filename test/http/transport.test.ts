@@ -103,3 +103,26 @@ describe(`connections per client address are capped (${ENGINE})`, () => {
     }
   });
 });
+
+describe(`idle keep-alive connections (${ENGINE})`, () => {
+  it('are kept for KEEP_ALIVE_TIMEOUT_SECONDS after an answer, then closed by the server', async () => {
+    const short = await startTestServer({ env: { KEEP_ALIVE_TIMEOUT_SECONDS: '2' } });
+    try {
+      const url = new URL(short.url.api);
+      const socket = await open(url.toString());
+      let closedAt = 0;
+      socket.on('close', () => (closedAt = Date.now()));
+      const answered = new Promise<string>((resolve) => socket.once('data', (c) => resolve(c.toString())));
+      socket.write(`GET /health HTTP/1.1\r\nHost: ${url.host}\r\n\r\n`);
+      expect(await answered).toMatch(/^HTTP\/1\.1 200 [^]*keep-alive: timeout=2/i);
+      const answeredAt = Date.now();
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(closedAt).toBe(0);
+      await new Promise((r) => setTimeout(r, 3000));
+      expect(closedAt).toBeGreaterThan(answeredAt + 1000);
+      socket.destroy();
+    } finally {
+      await short.close();
+    }
+  });
+});

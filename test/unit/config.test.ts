@@ -82,6 +82,14 @@ describe('configuration from the environment', () => {
     expect(urls.sessionApi(first)).toBe('http://127.0.0.1:4003/api/sessions');
   });
 
+  it("keeps idle connections 72 s by default, past the usual proxies' 60 s idle timeout", () => {
+    expect(load({}).keepAliveTimeoutSeconds).toBe(72);
+    expect(load({ KEEP_ALIVE_TIMEOUT_SECONDS: '620' }).keepAliveTimeoutSeconds).toBe(620);
+    expect(
+      failure({ KEEP_ALIVE_TIMEOUT_SECONDS: '0' }).startsWith('Invalid KEEP_ALIVE_TIMEOUT_SECONDS='),
+    ).toBe(true);
+  });
+
   it('treats an empty variable as unset', () => {
     expect(load({ API_PORT: '' }).ports.api).toBe(4000);
   });
