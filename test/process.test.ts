@@ -97,24 +97,30 @@ it('prints the URLs and seeds the demo on an empty embedded database', () => {
   expect(stdout).toMatch(/auth\s+http:\/\/127\.0\.0\.1:\d+/);
 });
 
-it('on SIGTERM stops accepting, finishes the request in flight, then exits 0', async () => {
+it('on SIGTERM stops accepting, finishes the requests in flight with Connection: close, then exits 0', async () => {
   const url = authUrl();
   const body = JSON.stringify({
     username: process.env['TEST_DATABASE'] === 'postgres' ? 'nobody' : 'ada',
     password: 'ada-demo-password',
   });
-  const socket = connect(Number(url.port), url.hostname);
-  const response = new Promise<string>((resolve) => {
-    let text = '';
-    socket.on('data', (c) => {
-      text += c.toString();
+  /** A keep-alive connection, as a load balancer holds: what the server wrote on it, once the server closes it. */
+  const held = () => {
+    const socket = connect(Number(url.port), url.hostname);
+    const written = new Promise<string>((resolve) => {
+      let text = '';
+      socket.on('data', (c) => (text += c.toString()));
+      socket.on('close', () => resolve(text));
     });
-    socket.on('close', () => resolve(text));
-  });
+    return { socket, written };
+  };
   // Headers and half the body: the request is in flight when the signal arrives.
-  socket.write(
-    `POST /api/sessions HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body.slice(0, 10)}`,
+  const signIn = held();
+  signIn.socket.write(
+    `POST /api/sessions HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`,
   );
+  // Headers begun, not ended: a request that reaches its route once closing has begun.
+  const late = held();
+  late.socket.write(`GET /.well-known/oauth-authorization-server HTTP/1.1\r\nHost: ${url.host}\r\n`);
   await new Promise((r) => setTimeout(r, 200));
   child.kill('SIGTERM');
   await new Promise((r) => setTimeout(r, 300));
@@ -129,13 +135,27 @@ it('on SIGTERM stops accepting, finishes the request in flight, then exits 0', a
   });
   expect(refused, 'new connections are refused while draining').toBe(true);
 
-  socket.write(body.slice(10));
-  const text = await response;
+  signIn.socket.write(body.slice(10));
+  late.socket.write('\r\n');
+  const [signedIn, answeredLate] = await Promise.all([signIn.written, late.written]);
   // The embedded database was seeded, so ada signs in; on PostgreSQL nothing is seeded and the answer is a clean 401.
-  expect(text).toMatch(process.env['TEST_DATABASE'] === 'postgres' ? /^HTTP\/1\.1 401/ : /^HTTP\/1\.1 201/);
+  expect(signedIn).toMatch(
+    process.env['TEST_DATABASE'] === 'postgres' ? /^HTTP\/1\.1 401/ : /^HTTP\/1\.1 201/,
+  );
+  // Before, the answer in flight said keep-alive: the connection stayed open, the close waited for it until
+  // SHUTDOWN_TIMEOUT_SECONDS and the process exited 1; a request after it got Fastify's own 503.
+  expect(signedIn).toMatch(/\r\nconnection: close\r\n/i);
+  for (const part of [
+    /^HTTP\/1\.1 200 /,
+    /\r\nx-request-id: req_\w+\r\n/,
+    /\r\nconnection: close\r\n/i,
+    /"issuer"/,
+  ])
+    expect(answeredLate).toMatch(part);
   expect(await exit).toBe(0);
   expect(stdout).toContain('shutting down');
   expect(stdout).toContain('"msg":"stopped"');
+  expect(stdout).not.toContain('shutdown timed out');
 });
 
 it('svc users create --password-stdin reads the password from standard input, newline trimmed', async () => {
