@@ -69,10 +69,17 @@ export function toOAuthError(error: ErrorClass, requestId: string): OAuthError {
     case 'body_too_large':
       return new OAuthError('invalid_request', 'The request body is too large', 413);
     case 'unsupported_media_type':
+      return new OAuthError(
+        'invalid_request',
+        "The request body's Content-Type is not accepted here: the token, revocation and authorization endpoints " +
+          'read application/x-www-form-urlencoded (RFC 6749 §3.2), registration application/json (RFC 7591 §3.1)',
+      );
     case 'invalid_json':
+      return new OAuthError('invalid_request', 'The request body is not valid JSON');
     case 'invalid_content_length':
+      return new OAuthError('invalid_request', 'Content-Length does not match the body');
     case 'invalid_request':
-      return new OAuthError('invalid_request', 'The request body could not be read');
+      return new OAuthError('invalid_request', error.message ?? 'The request body could not be read');
     case 'unavailable':
       // RFC 6749 §4.1.2.1 names temporarily_unavailable; used at the JSON endpoints too, with Retry-After.
       return new OAuthError('temporarily_unavailable', UNAVAILABLE_MESSAGE, 503);
