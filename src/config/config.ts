@@ -111,12 +111,20 @@ export const envSchema = z.object({
   CIMD_MAX_CONCURRENT_FETCHES: positiveInt.max(1000).default(8),
   CIMD_TEST_CA_FILE: z.string().min(1).optional(),
   CIMD_TEST_ALLOW_LOOPBACK: onOff.default(false),
+  CIMD_TEST_DNS_SERVERS: z
+    .string()
+    .transform((v) => v.split(',').map((server) => server.trim()))
+    .refine(
+      (servers) => servers.every((s) => /^(\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:]+\])(:\d{1,5})?$/.test(s)),
+      'a comma-separated list of name servers: address or address:port ([address]:port for IPv6)',
+    )
+    .optional(),
   // Agency MCP server → token exchange (RFC 8693); unset = a random secret per process (docs/contract.md#agency-mcp-server).
   AGENCY_MCP_CLIENT_SECRET: z.string().min(32, 'must be at least 32 characters').max(512).optional(),
 });
 
 /** Settings that weaken a safety rule for tests; a production process refuses to start with them. */
-const TEST_ONLY: (keyof Env)[] = ['CIMD_TEST_CA_FILE', 'CIMD_TEST_ALLOW_LOOPBACK'];
+const TEST_ONLY: (keyof Env)[] = ['CIMD_TEST_CA_FILE', 'CIMD_TEST_ALLOW_LOOPBACK', 'CIMD_TEST_DNS_SERVERS'];
 
 export type Env = z.infer<typeof envSchema>;
 
@@ -192,6 +200,8 @@ export interface Config {
       maxConcurrentFetches: number;
       testCaFile: string | undefined;
       testAllowLoopback: boolean;
+      /** Name servers for the metadata documents' hosts in place of the system's (`host:port`). */
+      testDnsServers: readonly string[] | undefined;
     };
   };
   agencyMcp: {
@@ -312,6 +322,7 @@ function fromEnv(e: Env): Config {
         maxConcurrentFetches: e.CIMD_MAX_CONCURRENT_FETCHES,
         testCaFile: e.CIMD_TEST_CA_FILE,
         testAllowLoopback: e.CIMD_TEST_ALLOW_LOOPBACK,
+        testDnsServers: e.CIMD_TEST_DNS_SERVERS,
       },
     },
     agencyMcp: { clientSecret: e.AGENCY_MCP_CLIENT_SECRET ?? randomBytes(32).toString('base64url') },

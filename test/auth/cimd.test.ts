@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { makeTestCertificate } from '../helpers/certificate.js';
+import { startNameServer } from '../helpers/dns-server.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import { authorize, authorizeQuery, Browser, pkce, token } from './oauth-helpers.js';
 
@@ -31,7 +32,7 @@ beforeAll(async () => {
     (req, res) => {
       const path = (req.url ?? '/').split('?')[0]!;
       hits[path] = (hits[path] ?? 0) + 1;
-      const self = `${base}${req.url}`;
+      const self = `https://${req.headers.host}${req.url}`; // the URL as the fetcher named it
       const doc = (extra: Record<string, unknown> = {}) =>
         JSON.stringify({ client_id: self, client_name: 'Doc Agent', redirect_uris: [REDIRECT], ...extra });
       const json = (body: string, headers: Record<string, string> = {}) => {
@@ -106,6 +107,23 @@ async function expectRefused(res: Response, why: RegExp) {
   expect(page).toMatch(/metadata document cannot be used|not known/);
   expect(page).toMatch(why);
 }
+
+/** A server of its own (loopback allowed, the test CA trusted) with `env` on top, for one test. */
+const withServer = async (env: Record<string, string>, run: (s: TestServer) => Promise<void>) => {
+  const s = await startTestServer({
+    env: {
+      AGENCY_MCP_URL,
+      CIMD_TEST_CA_FILE: join(dir, 'cert.pem'),
+      CIMD_TEST_ALLOW_LOOPBACK: 'on',
+      ...env,
+    },
+  });
+  try {
+    await run(s);
+  } finally {
+    await s.close();
+  }
+};
 
 describe(`Client ID Metadata Documents (${ENGINE})`, () => {
   it('a valid document: consent shows the client host and warns about the loopback redirect; codes exchange without fetching', async () => {
@@ -257,30 +275,57 @@ describe(`Client ID Metadata Documents (${ENGINE})`, () => {
     await expectRefused(await authPage(server, 'https://169.254.169.254/latest'), /could not be fetched/);
     await expectRefused(await authPage(server, 'https://[::ffff:192.168.1.1]/c'), /could not be fetched/);
   });
+  it("a host's name is resolved off the thread pool, by the name servers the resolver is given", async () => {
+    // Before, dns.lookup (getaddrinfo) ignored them and read /etc/hosts: the document came, and nobody was asked.
+    const names = await startNameServer({ a: { localhost: '127.0.0.1' } });
+    try {
+      await withServer({ CIMD_TEST_DNS_SERVERS: names.address }, async (s) => {
+        const res = await authPage(s, `https://localhost:${new URL(base).port}/good-by-name`);
+        expect(res.status).toBe(200);
+        expect(await res.text()).toContain('Doc Agent');
+      });
+      expect(names.asked).toContainEqual({ name: 'localhost', type: 'A' });
+    } finally {
+      await names.close();
+    }
+  });
+  it('hosts whose name server never answers are refused within the fetch limit, their queries ended with it', async () => {
+    // A client can name hosts whose name server it runs and leaves silent. getaddrinfo ran two at a time for the whole
+    // process, each for the system resolver's own 10 s whatever the fetch's limit: 16 such requests queued every other
+    // lookup of the process (PostgreSQL's, Redis's connections by name) behind them for over a minute.
+    const silent = await startNameServer({ silent: true });
+    try {
+      await withServer(
+        {
+          CIMD_TEST_DNS_SERVERS: silent.address,
+          CIMD_FETCH_TIMEOUT_MS: '1000',
+          CIMD_MAX_CONCURRENT_FETCHES: '16',
+        },
+        async (s) => {
+          const hosts = Array.from({ length: 6 }, (_, i) => `h${i}.silent.test`);
+          const pages = await Promise.all(hosts.map((h) => authPage(s, `https://${h}/client.json`)));
+          for (const page of pages) await expectRefused(page, /could not be fetched/);
+          for (const h of hosts) expect(silent.asked.map((q) => q.name)).toContain(h);
+          const refusals = s.logs.lines.filter((l) => l['msg'] === 'metadata document refused');
+          expect(refusals.map((l) => String(l['detail']))).toEqual(hosts.map(() => 'timed out'));
+        },
+      );
+    } finally {
+      await silent.close();
+    }
+  });
   it('the test-only settings are refused in production', () => {
     expect(() => loadConfig({ NODE_ENV: 'production', CIMD_TEST_ALLOW_LOOPBACK: 'on' })).toThrow(ConfigError);
     expect(() => loadConfig({ NODE_ENV: 'production', CIMD_TEST_CA_FILE: '/tmp/x.pem' })).toThrow(
       /^Invalid CIMD_TEST_CA_FILE="\/tmp\/x.pem": a test-only setting/,
     );
+    expect(() => loadConfig({ NODE_ENV: 'production', CIMD_TEST_DNS_SERVERS: '127.0.0.1:53' })).toThrow(
+      /^Invalid CIMD_TEST_DNS_SERVERS="127.0.0.1:53": a test-only setting/,
+    );
   });
 });
 
 describe(`Client ID Metadata Documents that anyone can make us fetch and store (${ENGINE})`, () => {
-  const withServer = async (env: Record<string, string>, run: (s: TestServer) => Promise<void>) => {
-    const s = await startTestServer({
-      env: {
-        AGENCY_MCP_URL,
-        CIMD_TEST_CA_FILE: join(dir, 'cert.pem'),
-        CIMD_TEST_ALLOW_LOOPBACK: 'on',
-        ...env,
-      },
-    });
-    try {
-      await run(s);
-    } finally {
-      await s.close();
-    }
-  };
   const storedCimd = async (s: TestServer) =>
     (
       await s.services.ctx.db

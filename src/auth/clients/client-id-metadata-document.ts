@@ -1,8 +1,7 @@
 import { Buffer } from 'node:buffer';
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
-import { isIP, type LookupFunction, type Socket } from 'node:net';
+import { isIP, type Socket } from 'node:net';
 import { rootCertificates } from 'node:tls';
 import type { Kysely } from 'kysely';
 import type { Config } from '../../config/config.js';
@@ -10,6 +9,7 @@ import type { Clock } from '../../base/clock.js';
 import type { Database } from '../../store/schema.js';
 import { Lru } from '../../base/lru.js';
 import { checkClientMetadata, type ResolvedClient, toResolved } from './client.js';
+import { hostLookup } from './host-lookup.js';
 import { isSpecialUse } from './special-use.js';
 
 /**
@@ -200,27 +200,21 @@ export class CimdResolver {
     if (isIP(host) && isSpecialUse(host, allowLoopback)) {
       return Promise.reject(new CimdError(CIMD_UNREACHABLE, 'the client_id host is a special-use address'));
     }
-    // Refuse special-use answers before connecting; the connected socket is checked again below.
-    const lookup: LookupFunction = (hostname, options, callback) => {
-      dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
-        if (err) return callback(err, '', 0);
-        const list = (addresses as unknown as LookupAddress[]).filter(
-          (a) => !isSpecialUse(a.address, allowLoopback),
-        );
-        if (list.length === 0) {
-          return callback(new CimdError(CIMD_UNREACHABLE, 'the host resolves to a special-use address'), '', 0);
-        }
-        if ((options as { all?: boolean }).all)
-          return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
-        return callback(null, list[0]!.address, list[0]!.family);
-      });
-    };
+    // Special-use answers are refused before connecting; the connected socket is checked again below. The name is
+    // resolved off libuv's thread pool, and its queries end with the fetch (host-lookup.ts).
+    const { lookup, cancel } = hostLookup({
+      timeoutMs: this.config.oauth.cimd.fetchTimeoutMs,
+      servers: this.config.oauth.cimd.testDnsServers,
+      keep: (address) => !isSpecialUse(address, allowLoopback),
+      refused: () => new CimdError(CIMD_UNREACHABLE, 'the host resolves to a special-use address'),
+    });
     return new Promise((resolve, reject) => {
       let settled = false;
       const fail = (message: string, detail?: string) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        cancel();
         req.destroy();
         reject(new CimdError(message, detail));
       };
@@ -268,6 +262,7 @@ export class CimdResolver {
           if (settled) return;
           settled = true;
           clearTimeout(timer);
+          cancel();
           resolve({
             body: Buffer.concat(chunks).toString('utf8'),
             maxAgeMs: cacheLifetimeMs(res.headers, this.clock.now()),
