@@ -13,6 +13,7 @@ import Fastify, {
 import type { Logger } from 'pino';
 import type { Config, Surface } from '../config/config.js';
 import { type AddressSet, addressSet, networkOf } from '../base/address-set.js';
+import { atMostEvery, systemClock } from '../base/clock.js';
 import { newId } from '../base/ids.js';
 import type { Metrics } from '../base/metrics.js';
 import { keepTickObjectShape } from '../base/tick-shape.js';
@@ -329,11 +330,13 @@ function tryFastPath(
   }
 }
 
+const REFUSAL_WARNING_INTERVAL_MS = 10_000;
+
 /**
  * Closes a new connection at once when its peer already holds `max` on this surface: one address (an IPv6 peer's /64,
  * any of whose addresses it can take) cannot hold every file descriptor of the process (the slow-body attack kept
  * hundreds of connections open). The operator's proxies are not capped: every client behind them shares their
- * addresses (cap per client at the proxy).
+ * addresses (cap per client at the proxy). Refusals are logged at most once every 10 s, with their count.
  */
 function capConnectionsPerPeer(
   app: FastifyInstance,
@@ -342,14 +345,25 @@ function capConnectionsPerPeer(
   log: FastifyBaseLogger,
 ): void {
   const open = new Map<string, number>();
+  // A client that reconnects in a loop is refused thousands of times a second: one warning per interval says so,
+  // with how many were refused since the last one (each of them a line before, the log flooded as it went).
+  const warnNow = atMostEvery(REFUSAL_WARNING_INTERVAL_MS, systemClock);
+  let refused = 0;
   app.server.on('connection', (socket: Socket) => {
     const address = socket.remoteAddress ?? '';
     if (proxies.has(address)) return;
     const peer = networkOf(address);
     const n = (open.get(peer) ?? 0) + 1;
     if (n > max) {
-      log.warn({ peer, address, max }, 'connection refused: too many open connections from one address');
       socket.destroy();
+      refused++;
+      if (warnNow()) {
+        log.warn(
+          { peer, address, max, refused },
+          'connections refused: too many open connections from one address',
+        );
+        refused = 0;
+      }
       return;
     }
     open.set(peer, n);

@@ -61,6 +61,11 @@ describe(`connections per client address are capped (${ENGINE})`, () => {
     const fourth = await open(url);
     const { text } = await untilClosed(fourth);
     expect(text).toBe('');
+    // A client reconnecting in a loop: 20 more refused, one warning (a line each before, the log flooded).
+    for (let i = 0; i < 20; i++) await untilClosed(await open(url));
+    const warnings = server.logs.lines.filter((l) => String(l['msg']).startsWith('connections refused'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ max: 3, refused: 1 });
     const first = held[0]!;
     const answered = untilClosed(first);
     first.write(`GET /health HTTP/1.1\r\nHost: ${new URL(url).host}\r\nConnection: close\r\n\r\n`);
