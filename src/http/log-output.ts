@@ -15,6 +15,15 @@ export const DROP_REPORT_INTERVAL_MS = 10_000;
 export const EXIT_FLUSH_MS = 2_000;
 
 /**
+ * The exit flush of every log output of the process, run by one `exit` listener: a process that makes several (a
+ * test file's services, the CLI's commands run in one process) added a listener each, past Node's warning at 11.
+ */
+const atExit = new Set<() => void>();
+process.once('exit', () => {
+  for (const flush of atExit) flush();
+});
+
+/**
  * The process's logger, writing JSON lines to stdout asynchronously and holding at most `maxBufferBytes` of lines that
  * stdout has not taken (LOG_BUFFER_BYTES).
  *
@@ -42,7 +51,7 @@ export function boundedLogger(
   clock: Clock,
 ): FastifyBaseLogger {
   let flushUntil = Number.POSITIVE_INFINITY;
-  process.once('exit', () => {
+  atExit.add(() => {
     flushUntil = clock.monotonic() + EXIT_FLUSH_MS;
     try {
       out.flushSync();
