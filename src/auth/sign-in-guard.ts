@@ -8,7 +8,8 @@ export type SignInOutcome =
   | { ok: false; reason: 'invalid_credentials' }
   | { ok: false; reason: 'rate_limited'; retryAfterSeconds: number };
 
-export type SignInGuard = (ip: string, username: string, password: string) => Promise<SignInOutcome>;
+/** `client`: the client's network as the limits count it (http/server.ts, `clientNetwork`). */
+export type SignInGuard = (client: string, username: string, password: string) => Promise<SignInOutcome>;
 
 /**
  * A username's budget across all addresses, as a multiple of the per-address budget: it caps a guesser spread over
@@ -46,10 +47,10 @@ function buildGuard(ctx: AppContext): SignInGuard {
   const byUserAndIp = limiter('signin-user-ip', perUsername);
   const byUser = limiter('signin-user-all', perUsername * USERNAME_BUDGET_FACTOR);
 
-  return async (ip, username, password) => {
-    const userAndIp = JSON.stringify([username, ip]);
+  return async (client, username, password) => {
+    const userAndIp = JSON.stringify([username, client]);
     try {
-      await byIp.consume(ip);
+      await byIp.consume(client);
       await byUserAndIp.consume(userAndIp);
       await byUser.consume(username);
     } catch (e) {
