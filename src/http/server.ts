@@ -185,6 +185,7 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
   });
   if (config.maxConnectionsPerIp > 0) capConnectionsPerPeer(app, config.maxConnectionsPerIp, proxies, log);
   endConnectionsOnClose(app);
+  refuseLargeBodiesBeforeContinue(app, config.bodyLimitBytes);
   // One callback-style hook (an async hook costs a promise per request): the request id and the surface's static headers.
   const staticHeaders = Object.entries(o.responseHeaders ?? {});
   app.addHook('onRequest', (request, reply, done) => {
@@ -372,6 +373,18 @@ function capConnectionsPerPeer(
       if (left > 0) open.set(peer, left);
       else open.delete(peer);
     });
+  });
+}
+
+/**
+ * `Expect: 100-continue` (RFC 9110 §10.1.1; curl sends it before a large body): a request announcing a body over the
+ * limit gets its 413 at once, not `100 Continue` first — node:http's default answered every one with 100, so the
+ * client sent the whole body (up to the client's own limit) only to be refused after it.
+ */
+function refuseLargeBodiesBeforeContinue(app: FastifyInstance, bodyLimitBytes: number): void {
+  app.server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
+    if (!(Number(request.headers['content-length']) > bodyLimitBytes)) response.writeContinue();
+    app.server.emit('request', request, response);
   });
 }
 

@@ -131,3 +131,25 @@ describe(`idle keep-alive connections (${ENGINE})`, () => {
     }
   });
 });
+
+describe(`Expect: 100-continue (${ENGINE})`, () => {
+  /** The first status line the server writes after the headers. */
+  async function firstAnswer(url: string, contentLength: number): Promise<string> {
+    const socket = await open(url);
+    const first = new Promise<string>((resolve) => socket.once('data', (c) => resolve(c.toString())));
+    socket.write(
+      `POST /oauth/register HTTP/1.1\r\nHost: ${new URL(url).host}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${contentLength}\r\nExpect: 100-continue\r\n\r\n`,
+    );
+    const text = await first;
+    socket.destroy();
+    return text.split('\r\n', 1)[0]!;
+  }
+
+  it('a body over the limit is refused before it is sent; one within it is asked for', async () => {
+    const limit = server.services.ctx.config.bodyLimitBytes;
+    // Before, 100 Continue came first either way: the client sent the whole body to be refused after it.
+    expect(await firstAnswer(server.url.auth, limit + 1)).toBe('HTTP/1.1 413 Payload Too Large');
+    expect(await firstAnswer(server.url.auth, 100)).toBe('HTTP/1.1 100 Continue');
+  });
+});
