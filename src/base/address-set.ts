@@ -52,11 +52,8 @@ export function addressSet(entries: readonly string[]): AddressSet {
   }
   return {
     has(entry) {
-      const address = withoutPort(entry);
-      // A dual-stack socket reports an IPv4 peer as `::ffff:a.b.c.d`: it is matched as the IPv4 address it is.
-      const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
-      if (isIPv4(v4)) return list.check(v4, 'ipv4');
-      return isIPv6(address) && !address.includes('%') && list.check(address, 'ipv6');
+      const named = addressOf(entry);
+      return named !== undefined && !named.address.includes('%') && list.check(named.address, named.family);
     },
   };
 }
@@ -83,12 +80,21 @@ export function withoutPort(entry: string): string {
  * no address is returned as it is.
  */
 export function networkOf(address: string): string {
-  const bare = withoutPort(address);
-  const mapped = bare.toLowerCase().startsWith('::ffff:') ? bare.slice(7) : bare;
-  if (isIPv4(mapped)) return mapped;
-  const unzoned = bare.split('%', 1)[0]!;
-  if (!isIPv6(unzoned)) return bare;
-  return `${ipv6Groups(unzoned).slice(0, 4).join(':')}::/64`;
+  const named = addressOf(address);
+  if (!named) return address;
+  if (named.family === 'ipv4') return named.address;
+  return `${ipv6Groups(named.address.split('%', 1)[0]!).slice(0, 4).join(':')}::/64`;
+}
+
+/**
+ * The address an entry names and its family, undefined for text that names none: a written port dropped, and a
+ * dual-stack socket's IPv4 peer (`::ffff:a.b.c.d`) read as the IPv4 address it is. An IPv6 zone (`%eth0`) is kept.
+ */
+function addressOf(entry: string): { address: string; family: 'ipv4' | 'ipv6' } | undefined {
+  const bare = withoutPort(entry);
+  const unmapped = bare.toLowerCase().startsWith('::ffff:') ? bare.slice(7) : bare;
+  if (isIPv4(unmapped)) return { address: unmapped, family: 'ipv4' };
+  return isIPv6(bare) ? { address: bare, family: 'ipv6' } : undefined;
 }
 
 /** The eight 16-bit groups of a valid IPv6 address, in hex without leading zeros (`::` expanded, an IPv4 tail read). */

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { isIP } from 'node:net';
 import process from 'node:process';
 import { z } from 'zod';
-import { isAddressEntry } from '../base/address-set.js';
+import { isAddressEntry, withoutPort } from '../base/address-set.js';
 
 /**
  * Every setting of the service, read from the environment and validated once at start.
@@ -12,6 +13,8 @@ const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().min(1);
 const seconds = z.coerce.number().int().min(0);
 const onOff = z.enum(['on', 'off']).transform((v) => v === 'on');
+/** A comma-separated list, each entry trimmed. */
+const commaList = (value: string) => value.split(',').map((entry) => entry.trim());
 
 /**
  * TRUST_PROXY: the proxies whose `X-Forwarded-For` names the client, as addresses, CIDR blocks or range names; `off`
@@ -23,7 +26,7 @@ const onOff = z.enum(['on', 'off']).transform((v) => v === 'on');
  */
 const trustedProxies = z.string().transform((value, ctx): string[] => {
   if (value === 'off') return [];
-  const entries = value.split(',').map((entry) => entry.trim());
+  const entries = commaList(value);
   if (value !== 'on' && entries.every(isAddressEntry)) return entries;
   ctx.addIssue({
     code: 'custom',
@@ -113,9 +116,9 @@ export const envSchema = z.object({
   CIMD_TEST_ALLOW_LOOPBACK: onOff.default(false),
   CIMD_TEST_DNS_SERVERS: z
     .string()
-    .transform((v) => v.split(',').map((server) => server.trim()))
+    .transform(commaList)
     .refine(
-      (servers) => servers.every((s) => /^(\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:]+\])(:\d{1,5})?$/.test(s)),
+      (servers) => servers.every((server) => isIP(withoutPort(server)) !== 0),
       'a comma-separated list of name servers: address or address:port ([address]:port for IPv6)',
     )
     .optional(),
@@ -175,7 +178,7 @@ export interface Config {
    * otherwise may send a request on a connection the server is closing at that moment: the proxy's 502 or 503.
    */
   keepAliveTimeoutSeconds: number;
-  /** Open connections per peer address per surface; 0 = no cap. Not applied behind a trusted proxy. */
+  /** Open connections per peer address (an IPv6 peer's /64) per surface; 0 = no cap. Not applied to TRUST_PROXY's. */
   maxConnectionsPerIp: number;
   signinLimit: { perUsername: number; perIp: number; windowSeconds: number };
   shutdownTimeoutSeconds: number;

@@ -90,6 +90,16 @@ describe('configuration from the environment', () => {
     ).toBe(true);
   });
 
+  it('takes the test-only name servers as addresses with or without a port, nothing else', () => {
+    expect(
+      load({ CIMD_TEST_DNS_SERVERS: '127.0.0.1:5353, [::1]:53,192.0.2.53' }).oauth.cimd.testDnsServers,
+    ).toEqual(['127.0.0.1:5353', '[::1]:53', '192.0.2.53']);
+    for (const value of ['ns.example', '127.0.0.1:', '[::1]x', '300.0.0.1'])
+      expect(failure({ CIMD_TEST_DNS_SERVERS: value }).startsWith('Invalid CIMD_TEST_DNS_SERVERS=')).toBe(
+        true,
+      );
+  });
+
   it('treats an empty variable as unset', () => {
     expect(load({ API_PORT: '' }).ports.api).toBe(4000);
   });
