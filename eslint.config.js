@@ -37,6 +37,20 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // Every limit counts a client by its network (an IPv6 client's /64, a written port dropped): a surface that keyed on
+    // `request.ip` would give an IPv6 client a fresh budget per address. http/server.ts reads it in one place.
+    files: ['src/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "MemberExpression[object.name='request'][property.name=/^ips?$/]",
+          message: 'Count the client with clientNetwork(request) from http/server.ts.',
+        },
+      ],
+    },
+  },
   ...layerRules(),
   {
     files: ['test/**/*.ts'],

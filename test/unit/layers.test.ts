@@ -59,3 +59,27 @@ describe('layering lint rule', () => {
     expect(errors).toEqual([]);
   });
 });
+
+describe('the client-counting lint rule', () => {
+  const restricted = async (code: string) => {
+    const [result] = await eslint.lintText(code, { filePath: 'src/auth/example.ts' });
+    return result!.messages.filter((m) => m.ruleId === 'no-restricted-syntax').map((m) => m.message);
+  };
+
+  it('refuses a surface keying a limit on request.ip or request.ips', async () => {
+    const errors = await restricted(
+      "import type { FastifyRequest } from 'fastify';\nexport const key = (request: FastifyRequest) => [request.ip, request.ips];\n",
+    );
+    expect(errors).toEqual([
+      'Count the client with clientNetwork(request) from http/server.ts.',
+      'Count the client with clientNetwork(request) from http/server.ts.',
+    ]);
+  });
+
+  it('lets it count with clientNetwork', async () => {
+    const errors = await restricted(
+      "import type { FastifyRequest } from 'fastify';\nimport { clientNetwork } from '../http/server.js';\nexport const key = (request: FastifyRequest) => clientNetwork(request);\n",
+    );
+    expect(errors).toEqual([]);
+  });
+});
