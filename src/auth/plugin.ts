@@ -19,6 +19,8 @@ import type { SurfaceServerOptions } from '../http/server.js';
  * Endpoints a browser-based client calls cross-origin (no cookies involved, so any origin may). The metadata document
  * answers its own preflight as every public document does (http/public-documents.ts).
  */
+/** The OAuth JSON endpoints' scope: POST /oauth/token, /oauth/revoke and /oauth/register (their modules name the rest). */
+const OAUTH_PREFIX = '/oauth';
 const CORS_PATHS = ['/.well-known/jwks.json', '/oauth/token', '/oauth/register', '/oauth/revoke'];
 
 /** With TOKEN_FAST_PATH on, the refresh_token grant is answered beside Fastify (token-fast-path.ts). */
@@ -74,18 +76,22 @@ export async function authSurface(
     );
   }
 
-  // OAuth JSON endpoints: RFC 6749 §5.2 errors, form bodies.
-  await app.register(async (oauth) => {
-    await oauth.register(oauthJsonErrors);
-    acceptForms(oauth);
-    oauth.addHook('onSend', async (_request, reply, payload) => {
-      reply.header(...ANY_ORIGIN);
-      return payload;
-    });
-    await tokenRoutes(oauth, ctx, registry);
-    await revokeRoutes(oauth, ctx);
-    await registrationRoutes(oauth, ctx);
-  });
+  // OAuth JSON endpoints: RFC 6749 §5.2 errors, form bodies; under their prefix, so that a wrong method or path there
+  // is answered in that shape too (Fastify keeps one not-found handler per prefix).
+  await app.register(
+    async (oauth) => {
+      await oauth.register(oauthJsonErrors);
+      acceptForms(oauth);
+      oauth.addHook('onSend', async (_request, reply, payload) => {
+        reply.header(...ANY_ORIGIN);
+        return payload;
+      });
+      await tokenRoutes(oauth, ctx, registry);
+      await revokeRoutes(oauth, ctx);
+      await registrationRoutes(oauth, ctx);
+    },
+    { prefix: OAUTH_PREFIX },
+  );
 
   // Pages: authorization endpoint, sign-in, consent, dashboard.
   await app.register(async (pages) => {

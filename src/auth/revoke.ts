@@ -17,7 +17,7 @@ import { familyOf } from './refresh-token.js';
  * revoke nothing.
  */
 export async function revokeRoutes(app: FastifyInstance, ctx: AppContext): Promise<void> {
-  app.post('/oauth/revoke', async (request, reply) => {
+  app.post('/revoke', async (request, reply) => {
     const p = Params.fromBody(request.body);
     refuseClientCredentials(ctx, request, p);
     const token = p.require('token');

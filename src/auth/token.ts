@@ -26,7 +26,7 @@ export async function tokenRoutes(
   ctx: AppContext,
   registry: ClientRegistry,
 ): Promise<void> {
-  app.post('/oauth/token', async (request, reply) => {
+  app.post('/token', async (request, reply) => {
     const p = Params.fromBody(request.body);
     const grantType = p.require('grant_type');
     // RFC 8693: the one grant with client authentication (the internal agency MCP client), see token-exchange.ts.

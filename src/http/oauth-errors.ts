@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import { UNAVAILABLE_MESSAGE } from './errors.js';
-import { type ErrorClass, renderErrors } from './framework-errors.js';
+import { type ErrorClass, renderErrors, type RouteMiss } from './framework-errors.js';
 
 /**
  * Errors of the OAuth endpoints in the RFC 6749 §5.2 shape `{"error","error_description"}` — never the REST error
@@ -51,17 +51,30 @@ export function sendOAuthError(reply: FastifyReply, e: OAuthError): FastifyReply
     .send(oauthErrorBody(e));
 }
 
-/** Error handler for an encapsulated scope of JSON OAuth endpoints (token, register, revoke). */
+/**
+ * Error handler for an encapsulated scope of JSON OAuth endpoints (token, register, revoke), registered under its own
+ * prefix so that a wrong method or path there is answered in the shape an OAuth client parses too: `error` a string,
+ * not the REST error object (RFC 6749 §5.2 names no code for it; `invalid_request` is "otherwise malformed").
+ */
 export const oauthJsonErrors = fp(
   async (app: FastifyInstance) => {
     renderErrors(app, {
       own: (error, _request, reply) =>
         error instanceof OAuthError ? sendOAuthError(reply, error) : undefined,
       classified: (error, request, reply) => sendOAuthError(reply, toOAuthError(error, request.id)),
+      routeMiss: (miss, request, reply) => sendOAuthError(reply, missToOAuthError(miss, request.method)),
     });
   },
   { name: 'oauth-json-errors' },
 );
+
+function missToOAuthError(miss: RouteMiss, method: string): OAuthError {
+  if (miss.kind === 'route_not_found')
+    return new OAuthError('invalid_request', `No OAuth endpoint at ${miss.path}`, 404);
+  // RFC 9110 §15.5.6: the Allow header, set by renderErrors, lists the methods the endpoint takes.
+  const allowed = miss.allowed.join(', ');
+  return new OAuthError('invalid_request', `${method} is not allowed on ${miss.path}; use ${allowed}`, 405);
+}
 
 /** Fastify's refusals, outages and bugs as RFC 6749 errors. */
 export function toOAuthError(error: ErrorClass, requestId: string): OAuthError {

@@ -22,7 +22,7 @@ export async function registrationRoutes(app: FastifyInstance, ctx: AppContext):
     durationSeconds: dcr.windowSeconds,
   });
 
-  app.post('/oauth/register', async (request, reply) => {
+  app.post('/register', async (request, reply) => {
     try {
       await limiter.consume(clientNetwork(request));
     } catch (e) {
