@@ -1,6 +1,6 @@
 import { RateLimiterRes } from 'rate-limiter-flexible';
 import type { AppContext } from '../context.js';
-import { authenticate, type UserRow } from '../domain/users.js';
+import { authenticate, canonicalUsername, type UserRow } from '../domain/users.js';
 import { retryAfterSeconds } from '../http/rate-limit.js';
 
 export type SignInOutcome =
@@ -47,7 +47,9 @@ function buildGuard(ctx: AppContext): SignInGuard {
   const byUserAndIp = limiter('signin-user-ip', perUsername);
   const byUser = limiter('signin-user-all', perUsername * USERNAME_BUDGET_FACTOR);
 
-  return async (client, username, password) => {
+  return async (client, typed, password) => {
+    // Canonical before any limit counts it: "Ada" and "ada " are ada's attempts, on ada's budget.
+    const username = canonicalUsername(typed);
     const userAndIp = JSON.stringify([username, client]);
     try {
       await byIp.consume(client);

@@ -22,7 +22,7 @@ ${message ? markup`<p class="error" role="alert">${message}</p>` : ''}
   <input type="hidden" name="csrf" value="${csrf}">
   <input type="hidden" name="next" value="${next}">
   <label for="username">Username</label>
-  <input type="text" id="username" name="username" value="${username}" autocomplete="username" autocapitalize="none" required maxlength="64">
+  <input type="text" id="username" name="username" value="${username}" autocomplete="username" autocapitalize="none" autocorrect="off" spellcheck="false" required maxlength="64">
   <label for="password">Password</label>
   <input type="password" id="password" name="password" autocomplete="current-password" required maxlength="${MAX_PASSWORD_LENGTH}">
   <div class="actions"><button type="submit" class="primary">Sign in</button></div>

@@ -9,6 +9,16 @@ export type UserRow = UsersTable;
 /** Public handle: lower-case letters, digits, `.`, `_`, `-`; 2–39 characters, starting with a letter or digit. */
 export const USERNAME_PATTERN = /^[a-z0-9][a-z0-9._-]{1,38}$/;
 
+/**
+ * A username as typed at sign-in, in the form usernames are stored in: without the spaces around it and in lower case.
+ * Phones capitalise a field's first letter and add a space after a suggested word, and a password manager keeps what
+ * was typed; every username is lower-case ASCII (USERNAME_PATTERN), so no two differ by case alone. Only A–Z are
+ * folded: Unicode's case mapping turns some other letters into ASCII ones (the Kelvin sign K into k), which would give
+ * a username, and its sign-in limits, spellings that no one types.
+ */
+export const canonicalUsername = (typed: string): string =>
+  typed.trim().replace(/[A-Z]/g, (letter) => letter.toLowerCase());
+
 export class UserInputError extends Error {
   override name = 'UserInputError';
   constructor(

@@ -58,6 +58,12 @@ describe('POST /api/sessions', () => {
     expect({ ...a, request_id: '' }).toEqual({ ...b, request_id: '' });
   });
 
+  it('matches the username as a phone types it: capitalised, with a space after', async () => {
+    expect((await post(server, { username: ' Ada ', password: 'ada-demo-password' })).status).toBe(201);
+    // A–Z only: the Kelvin sign lower-cases to an ASCII k in Unicode, and names no one.
+    expect((await post(server, { username: 'ADA\u212a', password: 'ada-demo-password' })).status).toBe(401);
+  });
+
   it('names the missing or invalid field', async () => {
     for (const [body, param] of [
       [{ password: 'x' }, 'username'],
@@ -93,6 +99,12 @@ describe('sign-in rate limits', () => {
     });
     // Another username from the same address is not blocked by linus's failures.
     expect((await post(server, { username: 'grace', password: 'grace-demo-password' })).status).toBe(201);
+  });
+
+  it('spellings of one username share its budget', async () => {
+    for (const username of ['Ada', ' ada', 'ADA '])
+      expect((await post(server, { username, password: 'wrong-wrong' })).status).toBe(401);
+    expect((await post(server, { username: 'ada', password: 'ada-demo-password' })).status).toBe(429);
   });
 
   it('per client address: 429 once the address has used its attempts', async () => {
