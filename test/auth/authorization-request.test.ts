@@ -867,6 +867,54 @@ describe(`borrowed names in client metadata (${ENGINE})`, () => {
     expect(page).not.toContain('claude.ai');
     expect(page).toContain('evil.example');
   });
+  it('a client_name with a control or bidirectional formatting character is refused', async () => {
+    // U+202E RIGHT-TO-LEFT OVERRIDE would show the rest of the consent sentence reversed, the host included.
+    for (const client_name of ['Planner\u202e moc.live', 'Planner\u2066', 'Planner\nBot', 'Planner\u200f']) {
+      const { res, body } = await register(server, {
+        redirect_uris: ['https://agent.example/cb'],
+        client_name,
+      });
+      expect(res.status).toBe(400);
+      expect(body).toEqual({
+        error: 'invalid_client_metadata',
+        error_description: 'client_name: must not hold control or bidirectional formatting characters',
+      });
+    }
+    // Right-to-left text itself is a name like any other.
+    const { res } = await register(server, {
+      redirect_uris: ['https://agent.example/cb'],
+      client_name: 'מתכנן',
+    });
+    expect(res.status).toBe(201);
+  });
+  it('a name stored before such characters were refused is shown with U+FFFD where they were', async () => {
+    const { body } = await register(server, {
+      redirect_uris: ['https://agent.example/cb'],
+      client_name: 'Planner',
+    });
+    const clientId = body['client_id'] as string;
+    const db = server.services.ctx.db;
+    const row = await db
+      .selectFrom('oauth_clients')
+      .select('metadata')
+      .where('client_id', '=', clientId)
+      .executeTakeFirstOrThrow();
+    const metadata = { ...JSON.parse(row.metadata), client_name: 'Planner\u202e moc.live' };
+    await db
+      .updateTable('oauth_clients')
+      .set({ metadata: JSON.stringify(metadata) })
+      .where('client_id', '=', clientId)
+      .execute();
+    const { challenge } = pkce();
+    const q = authorizeQuery(
+      server,
+      { clientId, redirectUri: 'https://agent.example/cb', resource: RESOURCE },
+      challenge,
+    );
+    const page = await (await ada.get(`/oauth2/auth?${q}`)).text();
+    expect(page).toContain('Planner\ufffd moc.live');
+    expect(page).not.toContain('\u202e');
+  });
   it('a client_uri on the redirect host is kept', async () => {
     const { body } = await register(server, {
       redirect_uris: ['https://agent.example/cb'],

@@ -11,6 +11,22 @@ export interface ResolvedClient {
   redirectUris: string[];
 }
 
+/**
+ * Characters that change how the text around them is shown without being seen themselves: controls (C0 and C1) and the
+ * bidirectional formatting characters (Unicode UAX #9: embeddings, overrides, isolates and marks). A `client_name` is
+ * written by anyone who can register, and shown inside sentences (the consent page, Connected apps, History): with a
+ * right-to-left override it could show the words after it reversed, the host in parentheses included (the "Trojan
+ * Source" class, CVE-2021-42574).
+ */
+const UNSEEN_CHARACTERS = /[\p{Cc}\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/u;
+
+/**
+ * A stored client's name as the pages show it: any character of UNSEEN_CHARACTERS (in a name registered before they
+ * were refused) as U+FFFD, seen where it was.
+ */
+export const displayName = (name: string): string =>
+  name.replace(new RegExp(UNSEEN_CHARACTERS.source, 'gu'), '\uFFFD');
+
 /** Client metadata (RFC 7591 §2) this server honours; unknown fields are ignored, never stored. */
 export const ClientMetadataSchema = z.object({
   redirect_uris: z.array(z.string()).min(1).max(10),
@@ -18,7 +34,11 @@ export const ClientMetadataSchema = z.object({
   grant_types: z.array(z.string().max(100)).max(5).optional(),
   response_types: z.array(z.string().max(100)).max(5).optional(),
   application_type: z.string().max(20).optional(),
-  client_name: z.string().max(200).optional(),
+  client_name: z
+    .string()
+    .max(200)
+    .refine((name) => !UNSEEN_CHARACTERS.test(name), 'must not hold control or bidirectional formatting characters')
+    .optional(),
   client_uri: z.string().max(2000).optional(),
   logo_uri: z.string().max(2000).optional(),
   scope: z.string().max(1000).optional(),
@@ -146,7 +166,7 @@ export function toResolved(
   return {
     clientId,
     kind,
-    name: m.client_name,
+    name: m.client_name === undefined ? undefined : displayName(m.client_name),
     clientUri: m.client_uri,
     applicationType: m.application_type === 'native' ? 'native' : 'web',
     redirectUris: m.redirect_uris,

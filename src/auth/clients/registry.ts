@@ -1,5 +1,5 @@
 import type { AppContext } from '../../context.js';
-import { type ResolvedClient, toResolved } from './client.js';
+import { displayName, type ResolvedClient, toResolved } from './client.js';
 import { RateLimiterRes } from 'rate-limiter-flexible';
 import { ClientCapacityError, makeRoomForClient } from './capacity.js';
 import { CimdError, type CimdPolicy, CimdResolver, looksLikeCimd } from './client-id-metadata-document.js';
@@ -110,7 +110,8 @@ export class ClientRegistry {
       const meta = JSON.parse(row.metadata) as { client_name?: string; client_uri?: string };
       const kind = row.kind as ResolvedClient['kind'];
       const host = clientHost({ kind, clientId: row.client_id, clientUri: meta.client_uri });
-      out.set(row.client_id, { name: meta.client_name ?? row.client_id, host, kind });
+      const name = meta.client_name === undefined ? row.client_id : displayName(meta.client_name);
+      out.set(row.client_id, { name, host, kind });
     }
     // A client no longer stored (a pruned registration) is named by its id.
     for (const clientId of stored) out.set(clientId, out.get(clientId) ?? { name: clientId, host: undefined, kind: undefined });
