@@ -52,6 +52,13 @@ export type RouteMiss =
   | { kind: 'route_not_found'; path: string }
   | { kind: 'method_not_allowed'; path: string; allowed: HTTPMethods[] };
 
+/** What a route miss says in the REST and OAuth shapes: "No route for GET /x", "GET is not allowed on /x; use POST". */
+export function routeMissMessage(miss: RouteMiss, method: string): string {
+  return miss.kind === 'route_not_found'
+    ? `No route for ${method} ${miss.path}`
+    : `${method} is not allowed on ${miss.path}; use ${miss.allowed.join(', ')}`;
+}
+
 const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
 export function routeMiss(app: FastifyInstance, request: FastifyRequest): RouteMiss {

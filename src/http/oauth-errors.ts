@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import { UNAVAILABLE_MESSAGE } from './errors.js';
-import { type ErrorClass, renderErrors, type RouteMiss } from './framework-errors.js';
+import { type ErrorClass, renderErrors, type RouteMiss, routeMissMessage } from './framework-errors.js';
 
 /**
  * Errors of the OAuth endpoints in the RFC 6749 §5.2 shape `{"error","error_description"}` — never the REST error
@@ -68,13 +68,13 @@ export const oauthJsonErrors = fp(
   { name: 'oauth-json-errors' },
 );
 
-function missToOAuthError(miss: RouteMiss, method: string): OAuthError {
-  if (miss.kind === 'route_not_found')
-    return new OAuthError('invalid_request', `No OAuth endpoint at ${miss.path}`, 404);
-  // RFC 9110 §15.5.6: the Allow header, set by renderErrors, lists the methods the endpoint takes.
-  const allowed = miss.allowed.join(', ');
-  return new OAuthError('invalid_request', `${method} is not allowed on ${miss.path}; use ${allowed}`, 405);
-}
+/** RFC 9110 §15.5.6: a 405's `Allow` header, set by renderErrors, lists the methods the endpoint takes. */
+const missToOAuthError = (miss: RouteMiss, method: string): OAuthError =>
+  new OAuthError(
+    'invalid_request',
+    routeMissMessage(miss, method),
+    miss.kind === 'route_not_found' ? 404 : 405,
+  );
 
 /** Fastify's refusals, outages and bugs as RFC 6749 errors. */
 export function toOAuthError(error: ErrorClass, requestId: string): OAuthError {

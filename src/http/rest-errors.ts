@@ -1,7 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from './errors.js';
-import { classifyError, type ErrorClass, renderErrors, type RouteMiss } from './framework-errors.js';
+import {
+  classifyError,
+  type ErrorClass,
+  renderErrors,
+  type RouteMiss,
+  routeMissMessage,
+} from './framework-errors.js';
 
 export interface RestErrorsOptions {
   /** Headers every error response of the surface carries (the REST API's `Svc-Version`, docs/contract.md#errors). */
@@ -71,9 +77,5 @@ function toApiError(error: ErrorClass): ApiError {
   }
 }
 
-function missToApiError(miss: RouteMiss, method: string): ApiError {
-  if (miss.kind === 'route_not_found')
-    return new ApiError('route_not_found', `No route for ${method} ${miss.path}`);
-  const allowed = miss.allowed.join(', ');
-  return new ApiError('method_not_allowed', `${method} is not allowed on ${miss.path}; use ${allowed}`);
-}
+const missToApiError = (miss: RouteMiss, method: string): ApiError =>
+  new ApiError(miss.kind, routeMissMessage(miss, method));

@@ -70,7 +70,7 @@ describe(`OAuth endpoints answer a wrong method or path in their own shape (${EN
 
   it('a path under /oauth that is no endpoint is 404, as an RFC 6749 error', async () => {
     const response = await fetch(`${server.url.auth}/oauth/tokens`, { method: 'POST' });
-    expect(await oauthError(response, 404)).toBe('No OAuth endpoint at /oauth/tokens');
+    expect(await oauthError(response, 404)).toBe('No route for POST /oauth/tokens');
   });
 
   it('outside /oauth, a route miss keeps the REST error object', async () => {
