@@ -15,12 +15,13 @@ import { tokenFastPath } from './token-fast-path.js';
 import { ANY_ORIGIN } from './token-response.js';
 import type { SurfaceServerOptions } from '../http/server.js';
 
+/** The OAuth JSON endpoints' scope: POST /oauth/token, /oauth/revoke and /oauth/register (their modules name the rest). */
+const OAUTH_PREFIX = '/oauth';
+
 /**
  * Endpoints a browser-based client calls cross-origin (no cookies involved, so any origin may). The metadata document
  * answers its own preflight as every public document does (http/public-documents.ts).
  */
-/** The OAuth JSON endpoints' scope: POST /oauth/token, /oauth/revoke and /oauth/register (their modules name the rest). */
-const OAUTH_PREFIX = '/oauth';
 const CORS_PATHS = ['/.well-known/jwks.json', '/oauth/token', '/oauth/register', '/oauth/revoke'];
 
 /** With TOKEN_FAST_PATH on, the refresh_token grant is answered beside Fastify (token-fast-path.ts). */

@@ -17,6 +17,7 @@ import { familyOf } from './refresh-token.js';
  * revoke nothing.
  */
 export async function revokeRoutes(app: FastifyInstance, ctx: AppContext): Promise<void> {
+  // Under the OAuth scope's prefix, /oauth (auth/plugin.ts).
   app.post('/revoke', async (request, reply) => {
     const p = Params.fromBody(request.body);
     refuseClientCredentials(ctx, request, p);

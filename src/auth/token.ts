@@ -26,6 +26,7 @@ export async function tokenRoutes(
   ctx: AppContext,
   registry: ClientRegistry,
 ): Promise<void> {
+  // Under the OAuth scope's prefix, /oauth (auth/plugin.ts).
   app.post('/token', async (request, reply) => {
     const p = Params.fromBody(request.body);
     const grantType = p.require('grant_type');

@@ -22,6 +22,7 @@ export async function registrationRoutes(app: FastifyInstance, ctx: AppContext):
     durationSeconds: dcr.windowSeconds,
   });
 
+  // Under the OAuth scope's prefix, /oauth (auth/plugin.ts).
   app.post('/register', async (request, reply) => {
     try {
       await limiter.consume(clientNetwork(request));
