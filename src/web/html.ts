@@ -94,7 +94,8 @@ body { margin: 0; font: 16px/1.5 system-ui, -apple-system, "Segoe UI", sans-seri
 header { display: flex; justify-content: space-between; align-items: center; gap: .5rem 1rem; padding: .75rem 1rem; border-bottom: 1px solid var(--line); flex-wrap: wrap; }
 header nav { display: flex; gap: .5rem 1rem; align-items: center; flex-wrap: wrap; }
 .brand { margin: 0; font-weight: 600; }
-main { max-width: 46rem; margin: 0 auto; padding: 1rem; overflow-wrap: break-word; }
+/* anywhere: a long word (an app's name may be 200 characters of one) also breaks inside flex rows; break-word where unknown. */
+main { max-width: 46rem; margin: 0 auto; padding: 1rem; overflow-wrap: break-word; overflow-wrap: anywhere; }
 h1 { font-size: 1.6rem; margin-top: .5rem; line-height: 1.25; }
 h2 { font-size: 1.25rem; margin-top: 2rem; border-bottom: 1px solid var(--line); padding-bottom: .25rem; }
 a { color: var(--accent); }

@@ -278,3 +278,68 @@ describe(`keyboard only, JavaScript off (${ENGINE})`, () => {
     await context.close();
   });
 });
+
+describe(`an application's name of 200 characters without a space, at a phone's width (${ENGINE})`, () => {
+  it('consent, Connected apps and History stay within the screen', async () => {
+    // client_name allows 200 characters: as one word, it made Connected apps 2,483 px wide and History 2,192 at 390 px
+    // (a flex row's least width is its longest word unless the word may break anywhere): the page scrolled sideways.
+    const name = `Planner${'X'.repeat(193)}`;
+    const longNamed = (
+      await register(server, { redirect_uris: ['http://127.0.0.1/callback'], client_name: name })
+    ).body['client_id'] as string;
+    const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
+    const page = await context.newPage();
+    page.setDefaultTimeout(8000);
+    const widths: Record<string, number> = {};
+    const measure = async (at: string) => {
+      widths[at] = await page.evaluate(
+        () => (globalThis as any).document.documentElement.scrollWidth as number,
+      );
+    };
+    const { verifier, challenge } = pkce();
+    const q = new URLSearchParams({
+      response_type: 'code',
+      client_id: longNamed,
+      redirect_uri: callback.url,
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+      resource: RESOURCE,
+      scope: 'agency:mcp:read offline_access',
+      state: 'long-name',
+    });
+    await page.goto(`${server.url.auth}/oauth2/auth?${q}`);
+    await page.getByLabel('Username').fill('grace');
+    await page.getByLabel('Password').fill('grace-demo-password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    if (await page.getByRole('heading', { name: 'Choose an agency' }).isVisible()) {
+      await page.getByLabel(/Northwind Studio/).check();
+      await page.getByRole('button', { name: 'Continue' }).click();
+    }
+    await page.getByRole('button', { name: 'Allow' }).waitFor();
+    await measure('consent');
+    await page.getByRole('button', { name: 'Allow' }).click();
+    await page.waitForURL(/\/callback\?/);
+    const exchanged = await token(server, {
+      grant_type: 'authorization_code',
+      code: callback.received.at(-1)!.searchParams.get('code')!,
+      code_verifier: verifier,
+      redirect_uri: callback.url,
+      client_id: longNamed,
+    });
+    expect(exchanged.res.status).toBe(200);
+    await page.goto(`${server.url.auth}/dashboard`);
+    await measure('connected-apps');
+    const disconnect = page.getByRole('button', { name: `Disconnect ${name}` });
+    await disconnect.scrollIntoViewIfNeeded();
+    const box = (await disconnect.boundingBox())!;
+    expect(box.x + box.width).toBeLessThanOrEqual(390);
+    await page
+      .getByRole('region', { name: 'Northwind Studio' })
+      .getByRole('link', { name: 'History' })
+      .click();
+    await page.getByRole('heading', { name: 'History of Northwind Studio' }).waitFor();
+    await measure('history');
+    await context.close();
+    expect(widths).toEqual({ consent: 390, 'connected-apps': 390, history: 390 });
+  });
+});
