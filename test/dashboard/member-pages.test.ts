@@ -46,10 +46,10 @@ afterAll(async () => {
   await server?.close();
 });
 
-function authorizeUrl(scope: string, challenge = pkce().challenge): string {
+function authorizeUrl(scope: string, challenge = pkce().challenge, client = clientId): string {
   const q = new URLSearchParams({
     response_type: 'code',
-    client_id: clientId,
+    client_id: client,
     redirect_uri: callback.url,
     code_challenge: challenge,
     code_challenge_method: 'S256',
@@ -61,13 +61,13 @@ function authorizeUrl(scope: string, challenge = pkce().challenge): string {
 }
 
 /** Exchanges the code the callback received last, as the client would: the connection is then active. */
-async function exchangeLatestCode(verifier: string) {
+async function exchangeLatestCode(verifier: string, client = clientId) {
   const exchanged = await token(server, {
     grant_type: 'authorization_code',
     code: callback.received.at(-1)!.searchParams.get('code')!,
     code_verifier: verifier,
     redirect_uri: callback.url,
-    client_id: clientId,
+    client_id: client,
   });
   expect(exchanged.res.status).toBe(200);
 }
@@ -297,17 +297,7 @@ describe(`an application's name of 200 characters without a space, at a phone's 
       );
     };
     const { verifier, challenge } = pkce();
-    const q = new URLSearchParams({
-      response_type: 'code',
-      client_id: longNamed,
-      redirect_uri: callback.url,
-      code_challenge: challenge,
-      code_challenge_method: 'S256',
-      resource: RESOURCE,
-      scope: 'agency:mcp:read offline_access',
-      state: 'long-name',
-    });
-    await page.goto(`${server.url.auth}/oauth2/auth?${q}`);
+    await page.goto(authorizeUrl('agency:mcp:read offline_access', challenge, longNamed));
     await page.getByLabel('Username').fill('grace');
     await page.getByLabel('Password').fill('grace-demo-password');
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -319,14 +309,7 @@ describe(`an application's name of 200 characters without a space, at a phone's 
     await measure('consent');
     await page.getByRole('button', { name: 'Allow' }).click();
     await page.waitForURL(/\/callback\?/);
-    const exchanged = await token(server, {
-      grant_type: 'authorization_code',
-      code: callback.received.at(-1)!.searchParams.get('code')!,
-      code_verifier: verifier,
-      redirect_uri: callback.url,
-      client_id: longNamed,
-    });
-    expect(exchanged.res.status).toBe(200);
+    await exchangeLatestCode(verifier, longNamed);
     await page.goto(`${server.url.auth}/dashboard`);
     await measure('connected-apps');
     const disconnect = page.getByRole('button', { name: `Disconnect ${name}` });
