@@ -20,12 +20,13 @@ export interface ResolvedClient {
  */
 const UNSEEN_CHARACTERS = /[\p{Cc}\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/u;
 
+const EVERY_UNSEEN_CHARACTER = new RegExp(UNSEEN_CHARACTERS.source, 'gu');
+
 /**
  * A stored client's name as the pages show it: any character of UNSEEN_CHARACTERS (in a name registered before they
  * were refused) as U+FFFD, seen where it was.
  */
-export const displayName = (name: string): string =>
-  name.replace(new RegExp(UNSEEN_CHARACTERS.source, 'gu'), '\uFFFD');
+export const displayName = (name: string): string => name.replace(EVERY_UNSEEN_CHARACTER, '\uFFFD');
 
 /** Client metadata (RFC 7591 §2) this server honours; unknown fields are ignored, never stored. */
 export const ClientMetadataSchema = z.object({
