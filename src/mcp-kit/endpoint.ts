@@ -146,15 +146,37 @@ async function serveMcp(o: McpEndpointOptions, request: FastifyRequest, reply: F
     const body = Buffer.from(await response.arrayBuffer());
     const interrupted = o.interruption(request);
     if (interrupted) return sendInterruption(request, reply, interrupted);
-    return reply.code(response.status).headers(Object.fromEntries(response.headers)).send(body);
+    return reply.code(response.status).headers(endToEndHeaders(response.headers)).send(body);
   }
-  reply.code(response.status);
-  for (const [name, value] of response.headers) reply.header(name, value);
+  reply.code(response.status).headers(endToEndHeaders(response.headers));
   if (response.body === null) return reply.send();
   if (response.headers.get('content-type')?.startsWith('text/event-stream')) {
     return reply.send(Readable.fromWeb(response.body as NodeReadableStream<Uint8Array>));
   }
   return reply.send(Buffer.from(await response.arrayBuffer()));
+}
+
+/**
+ * The connection's own fields (RFC 9110 §7.6.1; RFC 9112 §6.1, §9.6), which node:http sets for the connection the
+ * answer goes out on. The SDK's event streams say `Connection: keep-alive`: copied, that overrode the `close` a client
+ * asked for (RFC 9112 §9.6: the server MUST close after answering it) and the `close` a stop gives every answer in
+ * flight (http/server.ts), so such a connection stayed open and a stop waited for it until its timeout.
+ */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+/** The web Response's headers without the hop-by-hop ones. */
+function endToEndHeaders(headers: Headers): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of headers) if (!HOP_BY_HOP.has(name)) out[name] = value;
+  return out;
 }
 
 function isToolCall(body: unknown): boolean {
