@@ -29,7 +29,15 @@ const BY_CODE: Record<string, ErrorClass> = {
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { kind: 'invalid_content_length', status: 400 },
 };
 
+/** A request the HTTP layer refuses before any surface reads it: a 400 whose message is safe to show. */
+export class RequestRefused extends Error {
+  override name = 'RequestRefused';
+  readonly statusCode = 400;
+}
+
 export function classifyError(error: unknown): ErrorClass {
+  if (error instanceof RequestRefused)
+    return { kind: 'invalid_request', status: 400, message: error.message };
   const e = (typeof error === 'object' && error !== null ? error : {}) as Partial<FastifyError>;
   const known = typeof e.code === 'string' ? BY_CODE[e.code] : undefined;
   if (known) return known;

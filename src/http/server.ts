@@ -21,6 +21,8 @@ import { endOfTurn } from '../base/turn-end.js';
 import { applyV8Flags } from '../base/v8-flags.js';
 import { deferredChildLogger } from './deferred-logger.js';
 import { ApiError, type ErrorCode } from './errors.js';
+import { RequestRefused } from './framework-errors.js';
+import { originForm, targetProblem } from './request-target.js';
 
 export interface ServerOptions {
   surface: Surface;
@@ -180,6 +182,8 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     return503OnClosing: false,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
+    // An absolute-form target (`GET http://host/me`) is routed, logged and served as its origin-form (RFC 9112 §3.2.2).
+    rewriteUrl: originForm,
     clientErrorHandler(err, socket) {
       writeConnectionError(log, err, socket, o);
     },
@@ -192,7 +196,8 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     for (const [name, value] of staticHeaders) reply.header(name, value);
-    done();
+    const badTarget = targetProblem(request.url);
+    done(badTarget === undefined ? undefined : new RequestRefused(badTarget));
   });
   if (o.fastPath || o.formFastPath) {
     const fastPath = o.fastPath ?? (() => undefined);

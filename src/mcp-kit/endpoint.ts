@@ -191,6 +191,8 @@ function toWebRequest(request: FastifyRequest, signal: AbortSignal): Request {
   const headers = new Headers();
   const raw = request.raw.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
+  // The host the request was for: the absolute-form target's when it came in that form (http/request-target.ts).
+  if (request.headers.host !== undefined) headers.set('host', request.headers.host);
   return new Request(`http://${request.headers.host ?? 'localhost'}${request.url}`, {
     method: request.method,
     headers,
@@ -236,7 +238,10 @@ function jsonRpcOf(error: ErrorClass): [code: number, message: string] {
     case 'invalid_content_length':
       return [JSON_RPC_ERRORS.invalidRequest, 'Bad Request: Content-Length does not match the body'];
     case 'invalid_request':
-      return [JSON_RPC_ERRORS.invalidRequest, 'Bad Request'];
+      return [
+        JSON_RPC_ERRORS.invalidRequest,
+        error.message ? `Bad Request: ${error.message}` : 'Bad Request',
+      ];
     case 'unavailable':
       return [JSON_RPC_ERRORS.serverError, 'Service unavailable; retry'];
     case 'internal':

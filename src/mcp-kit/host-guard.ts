@@ -1,5 +1,6 @@
 import { validateHostHeader, validateOriginHeader } from '@modelcontextprotocol/server';
 import type { Config } from '../config/config.js';
+import { isHostValue } from '../http/request-target.js';
 
 /** Loopback names a local client may use outside production (MCP transports §Security Warning: bind and check). */
 const LOOPBACK_HOSTNAMES = ['localhost', '127.0.0.1', '[::1]'];
@@ -14,10 +15,6 @@ export function allowedHostnames(config: Config, publicUrl: string): readonly st
   return config.production ? [publicHost] : [...new Set([publicHost, ...LOOPBACK_HOSTNAMES])];
 }
 
-/** RFC 9112 §3.2 / RFC 3986 §3.2.2: `host[:port]`, a registered name or an IP literal, nothing else (no userinfo). */
-const HOST_SYNTAX =
-  /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
-
 /**
  * Why a request's Host header is malformed (→ 400, RFC 9112 §3.2: "a server MUST respond with a 400 (Bad Request)
  * status code to any HTTP/1.1 request message that lacks a Host header field and to any request message that contains
@@ -28,7 +25,7 @@ export function malformedHost(rawHeaders: readonly string[]): string | undefined
   for (let i = 0; i < rawHeaders.length; i += 2)
     if (rawHeaders[i]!.toLowerCase() === 'host') hosts.push(rawHeaders[i + 1]!);
   if (hosts.length !== 1) return 'Send exactly one Host header';
-  return HOST_SYNTAX.test(hosts[0]!) ? undefined : 'The Host header is not a valid host[:port]';
+  return isHostValue(hosts[0]!) ? undefined : 'The Host header is not a valid host[:port]';
 }
 
 /** How many accepted Host values a host remembers: its names with the ports clients reach it on. */

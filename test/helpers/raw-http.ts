@@ -10,15 +10,16 @@ export interface RawResponse {
 
 /**
  * One HTTP/1.1 request over a plain socket, with full control of the header lines (repeated headers, odd casing,
- * oversized values) that fetch would normalise away.
+ * oversized values) and of the request target (`target`, as written on the request line: an absolute-form URI, say)
+ * that fetch would normalise away.
  */
 export function rawRequest(
   url: string,
-  o: { method?: string; headers?: [string, string][]; body?: string } = {},
+  o: { method?: string; target?: string; headers?: [string, string][]; body?: string } = {},
 ): Promise<RawResponse> {
   const u = new URL(url);
   const lines = [
-    `${o.method ?? 'GET'} ${u.pathname}${u.search} HTTP/1.1`,
+    `${o.method ?? 'GET'} ${o.target ?? `${u.pathname}${u.search}`} HTTP/1.1`,
     `Host: ${u.host}`,
     'Connection: close',
   ];

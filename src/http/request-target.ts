@@ -1,0 +1,43 @@
+import type { IncomingMessage } from 'node:http';
+
+/**
+ * The request-target (RFC 9112 §3.2) as the routes read it. A server MUST accept the absolute-form
+ * (`POST http://host/mcp HTTP/1.1`) as well as the usual origin-form (`POST /mcp`): proxies send it, and so do
+ * clients set up to use one. node:http hands the target over as it came, so a route, the MCP endpoints' web Request
+ * and the access log would each meet `http://host/mcp` where they expect `/mcp` (the MCP endpoints answered it 500).
+ * It is rewritten once, before routing (Fastify's `rewriteUrl`), and an origin server then takes the host from the
+ * target, not from the Host header (RFC 9112 §3.2.2), so the MCP hosts' DNS-rebinding check judges that host.
+ */
+
+/** RFC 9112 §3.2 / RFC 3986 §3.2.2: `host[:port]`, a registered name or an IP literal, nothing else (no userinfo). */
+const HOST_SYNTAX =
+  /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
+
+export const isHostValue = (value: string): boolean => HOST_SYNTAX.test(value);
+
+/** `http://authority/path?query` (RFC 9110 §4.2: the http and https schemes, case-insensitive): authority, rest. */
+const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)(.*)$/i;
+
+/**
+ * The origin-form of `request`'s target, its Host made the target's when it came in absolute-form. A target that is
+ * neither (`ftp://…`, userinfo in the authority, which RFC 9110 §4.2.4 says to treat as an error) is returned as it
+ * came, for `targetProblem` to refuse.
+ */
+export function originForm(request: IncomingMessage): string {
+  const target = request.url ?? '/';
+  if (target.charCodeAt(0) === 47 /* '/' */) return target;
+  const absolute = ABSOLUTE_FORM.exec(target);
+  if (!absolute || !isHostValue(absolute[1]!)) return target;
+  request.headers.host = absolute[1]!;
+  const rest = absolute[2]!;
+  return rest.charCodeAt(0) === 47 ? rest : `/${rest}`;
+}
+
+/**
+ * Why a target, after `originForm`, cannot be served (→ 400), or undefined. `*` (RFC 9110 §9.3.7, OPTIONS about the
+ * server as a whole) passes, to be answered as any path no route has.
+ */
+export function targetProblem(target: string): string | undefined {
+  if (target.charCodeAt(0) === 47 || target === '*') return undefined;
+  return 'The request target must be a path or an absolute http(s) URI without userinfo (RFC 9112 §3.2)';
+}

@@ -1,0 +1,114 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grant } from '../agency-mcp/helpers.js';
+import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { rawRequest, type RawResponse } from '../helpers/raw-http.js';
+
+/**
+ * The absolute-form of request-target (RFC 9112 §3.2.2: a server MUST accept it; proxies send it), through raw
+ * sockets since fetch always sends the origin-form. Served as its origin-form on every surface, with the host taken
+ * from the target; a target that is neither form is refused in the surface's error shape.
+ */
+
+let server: TestServer;
+let sessionToken: string;
+let agencyToken: string;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  sessionToken = (await signIn(server)).token;
+  agencyToken = (await grant(server)).token;
+});
+afterAll(() => server?.close());
+
+const hostOf = (base: string) => new URL(base).host;
+
+/** An MCP `initialize` with `token`, its request line's target as given. */
+function initialize(base: string, target: string, token = 'x'): Promise<RawResponse> {
+  return rawRequest(base, {
+    method: 'POST',
+    target,
+    headers: [
+      ['Authorization', `Bearer ${token}`],
+      ['Accept', 'application/json, text/event-stream'],
+      ['Content-Type', 'application/json'],
+    ],
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    }),
+  });
+}
+
+/** The JSON-RPC message of an MCP answer, whether sent as JSON or as one SSE event. */
+function jsonRpc(answer: RawResponse): {
+  result?: { serverInfo: { name: string } };
+  error?: { message: string };
+} {
+  const data = /^data: (.*)$/m.exec(answer.body)?.[1];
+  return JSON.parse(data ?? answer.body);
+}
+
+describe(`absolute-form request targets (${ENGINE})`, () => {
+  it('REST: GET http://host/me answers as GET /me', async () => {
+    const base = server.url.api;
+    const headers: [string, string][] = [['Authorization', `Bearer ${sessionToken}`]];
+    const origin = await rawRequest(`${base}/me`, { headers });
+    const absolute = await rawRequest(base, { target: `http://${hostOf(base)}/me`, headers });
+    expect(origin.status).toBe(200);
+    expect(absolute.status).toBe(200);
+    expect(absolute.json()).toEqual(origin.json());
+    // The scheme is case-insensitive (RFC 3986 §3.1), and an empty path is `/`.
+    expect((await rawRequest(base, { target: `HTTP://${hostOf(base)}/health` })).status).toBe(200);
+    const root = await rawRequest(base, { target: `http://${hostOf(base)}?x=1` });
+    expect(root.json()).toMatchObject({ error: { message: 'No route for GET /' } });
+  });
+
+  for (const surface of ['mcp', 'agencyMcp'] as const) {
+    const token = () => (surface === 'mcp' ? sessionToken : agencyToken);
+
+    it(`${surface}: POST http://host/mcp initializes as POST /mcp does (it was a 500)`, async () => {
+      const base = server.url[surface];
+      const origin = await initialize(base, '/mcp', token());
+      const absolute = await initialize(base, `http://${hostOf(base)}/mcp`, token());
+      expect(absolute.status).toBe(200);
+      expect(jsonRpc(absolute).result).toEqual(jsonRpc(origin).result);
+      expect(jsonRpc(absolute).result?.serverInfo.name).toMatch(/^svc-/);
+    });
+
+    it(`${surface}: the target's host is the one checked against DNS rebinding, not the Host header`, async () => {
+      const answer = await initialize(server.url[surface], 'http://evil.example/mcp', token());
+      expect(answer.status).toBe(403);
+      expect(jsonRpc(answer).error?.message).toBe('Invalid Host: evil.example');
+    });
+  }
+
+  it('the access log records the path, not the absolute target', async () => {
+    const base = server.url.api;
+    await rawRequest(base, { target: `http://${hostOf(base)}/health?probe=absolute-form` });
+    const line = server.logs.lines.findLast((l) => l['msg'] === 'request' && l['route'] === '/health');
+    expect(line?.['path']).toBe('/health');
+  });
+});
+
+describe(`request targets that are neither a path nor an http(s) URI (${ENGINE})`, () => {
+  const reason =
+    'The request target must be a path or an absolute http(s) URI without userinfo (RFC 9112 §3.2)';
+
+  for (const target of ['ftp://example.com/mcp', 'http://user@127.0.0.1/mcp']) {
+    it(`${target}: 400 in the REST shape on the API`, async () => {
+      const answer = await rawRequest(server.url.api, { target });
+      expect(answer.status).toBe(400);
+      expect(answer.json()).toMatchObject({ error: { code: 'invalid_request', message: reason } });
+    });
+
+    it(`${target}: 400 as JSON-RPC on both MCP hosts`, async () => {
+      for (const base of [server.url.mcp, server.url.agencyMcp]) {
+        const answer = await initialize(base, target);
+        expect(answer.status).toBe(400);
+        expect(jsonRpc(answer).error?.message).toBe(`Bad Request: ${reason}`);
+      }
+    });
+  }
+});
