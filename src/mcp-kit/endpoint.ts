@@ -9,6 +9,7 @@ import { type ErrorClass, renderErrors } from '../http/framework-errors.js';
 import type { SurfaceServerOptions } from '../http/server.js';
 import { McpAuthError } from './auth.js';
 import type { FastPath } from './fast-path.js';
+import { acceptForSdk } from './accept.js';
 import { hostCheck, malformedHost, originProblem } from './host-guard.js';
 import { JSON_RPC_ERRORS, jsonRpcErrorBody } from './json-rpc.js';
 
@@ -193,6 +194,10 @@ function toWebRequest(request: FastifyRequest, signal: AbortSignal): Request {
   for (let i = 0; i < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
   // The host the request was for: the absolute-form target's when it came in that form (http/request-target.ts).
   if (request.headers.host !== undefined) headers.set('host', request.headers.host);
+  // Accept as RFC 9110 reads it, not as the SDK's transport does (mcp-kit/accept.ts).
+  const accept = acceptForSdk(request.headers.accept);
+  if (accept === undefined) headers.delete('accept');
+  else headers.set('accept', accept);
   return new Request(`http://${request.headers.host ?? 'localhost'}${request.url}`, {
     method: request.method,
     headers,

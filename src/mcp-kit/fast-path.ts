@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify';
+import { acceptsEventStream } from './accept.js';
 
 /**
  * A precomputed answer to one exact request shape, written without building an SDK server.
@@ -37,14 +38,6 @@ const isEmptyArguments = (v: unknown) => v === undefined || (isPlainObject(v) &&
 
 const isRequestId = (v: unknown): v is string | number =>
   typeof v === 'string' || (typeof v === 'number' && Number.isSafeInteger(v));
-
-/** Accept must allow both JSON and SSE (what every SDK client sends; the 2025 transport refuses less with 406). */
-function acceptsBoth(request: FastifyRequest): boolean {
-  const accept = request.headers.accept;
-  return (
-    typeof accept === 'string' && accept.includes('application/json') && accept.includes('text/event-stream')
-  );
-}
 
 /** The 2026-07-28 per-request envelope with nothing but the three standard keys (MCP 2026-07-28 §Request metadata). */
 function isPlainModernMeta(meta: unknown): boolean {
@@ -99,7 +92,8 @@ function canonicalCall(
   legacyRevisions: readonly string[],
 ): (CanonicalToolCall & { arguments: unknown }) | undefined {
   const body = request.body;
-  if (request.method !== 'POST' || !acceptsBoth(request) || !isPlainObject(body)) return undefined;
+  if (request.method !== 'POST' || !acceptsEventStream(request.headers.accept) || !isPlainObject(body))
+    return undefined;
   if (!onlyKeys(body, ['jsonrpc', 'id', 'method', 'params']) || body['jsonrpc'] !== '2.0') return undefined;
   if (body['method'] !== 'tools/call' || !isRequestId(body['id'])) return undefined;
   const params = body['params'];
