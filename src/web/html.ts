@@ -121,6 +121,8 @@ summary { cursor: pointer; color: var(--accent); }
 dl { display: grid; grid-template-columns: minmax(0, max-content) minmax(0, 1fr); gap: .25rem .75rem; margin: .5rem 0; }
 dt { font-weight: 600; }
 dd { margin: 0; min-width: 0; }
+/* A phone: each term above its value, so the value has the whole width (beside "Permissions allowed" a scope broke mid-word). */
+@media (max-width: 30rem) { dl { grid-template-columns: minmax(0, 1fr); gap: 0; } dd { margin-bottom: .5rem; } }
 ul.scopes li { margin: .3rem 0; }
 ul.apps, ul.members, ol.history { list-style: none; padding: 0; margin: .5rem 0; }
 .app { border: 1px solid var(--line); border-radius: 8px; padding: .75rem 1rem; margin: .75rem 0; }

@@ -23,6 +23,8 @@ const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core
 const SCREENS = process.env['SCREENSHOTS_DIR'] ?? join(tmpdir(), 'svc-screens');
 const WIDTHS = [
   { name: 'phone', width: 390, height: 844 },
+  // WCAG 2.2 §1.4.10 (Reflow): content at 320 CSS px without scrolling sideways.
+  { name: 'small-phone', width: 320, height: 640 },
   { name: 'desktop', width: 1280, height: 800 },
 ] as const;
 
@@ -106,7 +108,7 @@ async function inspect(page: Page, name: string, width: string): Promise<PageRep
   return { page: name, violations, scrollWidth, innerWidth };
 }
 
-describe(`member pages at 390 and 1280 px (${ENGINE})`, () => {
+describe(`member pages at 320, 390 and 1280 px (${ENGINE})`, () => {
   for (const viewport of WIDTHS) {
     it(`${viewport.name} (${viewport.width} px): no serious or critical axe-core violation, nothing wider than the screen`, async () => {
       // Scripts on, and the pages' CSP bypassed, only so axe-core can be injected: the pages themselves have none.
@@ -145,6 +147,18 @@ describe(`member pages at 390 and 1280 px (${ENGINE})`, () => {
       await page.getByRole('heading', { name: 'Connected apps', level: 1 }).waitFor();
       await page.locator('li.app', { hasText: 'Planner Bot' }).getByText('Technical details').click();
       await look('connected-apps');
+      // Each scope and permission on one line (beside its term, `agency:mcp:read` broke mid-word at 390 px).
+      const split = await page
+        .locator('li.app', { hasText: 'Planner Bot' })
+        .locator('dl')
+        .evaluate((dl: any) =>
+          [...dl.querySelectorAll('dt')]
+            .filter((dt: any) => ['Scopes', 'Permissions allowed'].includes(dt.textContent))
+            .flatMap((dt: any) => [...dt.nextElementSibling.querySelectorAll('code')])
+            .filter((code: any) => code.getClientRects().length > 1)
+            .map((code: any) => code.textContent as string),
+        );
+      expect(split).toEqual([]);
       const northwind = page.getByRole('region', { name: 'Northwind Studio' });
       for (const [tab, heading] of [
         ['Members', 'Members of Northwind Studio'],
