@@ -146,6 +146,8 @@ describe('svc', () => {
     expect(session.code).toBe(0);
     expect(JSON.parse(session.out)).toMatchObject({ object: 'session', token: expect.stringMatching(/^ey/) });
     expect((await svc('sessions', 'create', '--username', 'nobody')).err).toBe('svc: no user named nobody');
+    // The name as the sign-in page reads it (domain/users.ts, canonicalUsername).
+    expect((await svc('sessions', 'create', '--username', ' Marie')).code).toBe(0);
     const rotated = await svc('keys', 'rotate');
     expect(rotated.out).toMatch(/^signing with new key \w+$/);
     const keys = await withStore((db) =>
@@ -176,7 +178,7 @@ describe('svc', () => {
       0,
     );
     expect(await userPin('marie')).toBe('2026-09-24.albus');
-    expect((await svc('users', 'pin', '--username', 'marie', '--api-version', 'none')).code).toBe(0);
+    expect((await svc('users', 'pin', '--username', 'Marie', '--api-version', 'none')).code).toBe(0);
     expect(await userPin('marie')).toBeNull();
     expect(
       await svc('users', 'pin', '--username', 'marie', '--api-version', '2099-01-01.future'),

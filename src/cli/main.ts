@@ -9,7 +9,7 @@ import type { AppContext } from '../context.js';
 import { toRfc3339 } from '../base/clock.js';
 import { DemoSeedRefused, seedDemo } from '../domain/demo-seed.js';
 import { createSession } from '../domain/sessions.js';
-import { createUser, findUserByUsername, UserInputError } from '../domain/users.js';
+import { canonicalUsername, createUser, findUserByUsername, UserInputError } from '../domain/users.js';
 import { openStore } from '../store/database.js';
 import { migrateToLatest } from '../store/migrate.js';
 import { issueSessionToken } from '../tokens/session-token.js';
@@ -95,7 +95,8 @@ const COMMANDS: Record<string, Command> = {
     },
     run: (v, config) =>
       withContext(config, async (ctx) => {
-        const username = required(v, 'username');
+        // As the sign-in page reads a name: "Marie" and "marie " are marie.
+        const username = canonicalUsername(required(v, 'username'));
         const version = pinValue(ctx, required(v, 'api-version'));
         const { numUpdatedRows } = await ctx.db
           .updateTable('users')
@@ -130,7 +131,7 @@ const COMMANDS: Record<string, Command> = {
     options: { username: { type: 'string', help: 'the user to sign in' } },
     run: (v, config) =>
       withContext(config, async (ctx) => {
-        const username = required(v, 'username');
+        const username = canonicalUsername(required(v, 'username'));
         const user = await findUserByUsername(ctx.db, username);
         if (!user) throw new UsageError(`no user named ${username}`);
         const session = await createSession(ctx.db, ctx.clock, user.id, config.sessionTtlSeconds);
