@@ -51,8 +51,13 @@ export const MCP_SERVER_OPTIONS: SurfaceServerOptions = {
     jsonRpcErrorBody(JSON_RPC_ERRORS.serverError, error.message, requestId),
 };
 
-/** Streamable HTTP uses POST for messages, GET for 2025-era streams, DELETE for 2025-era session ends. */
+/**
+ * Streamable HTTP's methods: POST for messages, GET to open a 2025-era stream, DELETE to end a 2025-era session. GET
+ * and DELETE are routed so that they are authenticated first (a client probing without a token gets the bearer
+ * challenge); every revision here is served statelessly, so the SDK answers them 405 and only POST is served.
+ */
 const MCP_METHODS: HTTPMethods[] = ['POST', 'GET', 'DELETE'];
+const SERVED_METHODS: HTTPMethods[] = ['POST'];
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -79,10 +84,13 @@ export async function mountMcpEndpoint(app: FastifyInstance, o: McpEndpointOptio
     classified: (error, request, reply) =>
       sendJsonRpcError(request, reply, error.status, ...jsonRpcOf(error)),
     routeMiss: (miss, request, reply) => {
+      // On the endpoint, Allow names what is served, as the SDK's 405 to GET and DELETE does (RFC 9110 §10.2.1).
+      const allowed = miss.kind === 'method_not_allowed' && miss.path === o.path ? SERVED_METHODS : undefined;
+      if (allowed) reply.header('allow', allowed.join(', '));
       const [status, message] =
         miss.kind === 'route_not_found'
           ? [404, `Not Found: no route for ${miss.path}`]
-          : [405, `Method not allowed: use ${miss.allowed.join(', ')} on ${miss.path}`];
+          : [405, `Method not allowed: use ${(allowed ?? miss.allowed).join(', ')} on ${miss.path}`];
       return sendJsonRpcError(request, reply, status, JSON_RPC_ERRORS.serverError, message);
     },
   });

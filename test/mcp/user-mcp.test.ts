@@ -255,6 +255,17 @@ describe('the HTTP edge', () => {
     expect(put.status).toBe(405);
     expect(put.headers.get('allow')).toContain('POST');
   });
+
+  it('names in Allow only the method it serves, whichever method was refused (RFC 9110 §10.2.1)', async () => {
+    const allows: Record<string, string | null> = {};
+    for (const method of ['GET', 'DELETE', 'PUT', 'PATCH', 'HEAD']) {
+      const res = await fetch(endpoint, { method, headers: { authorization: `Bearer ${token()}` } });
+      expect(res.status).toBe(405);
+      allows[method] = res.headers.get('allow');
+    }
+    // Before, GET and DELETE said POST while every other method said "GET, POST, DELETE".
+    expect(allows).toEqual({ GET: 'POST', DELETE: 'POST', PUT: 'POST', PATCH: 'POST', HEAD: 'POST' });
+  });
 });
 
 /** An initialize POST with a Host header of the test's choosing (fetch would send the URL's own host). */
