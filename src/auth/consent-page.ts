@@ -1,7 +1,7 @@
 import type { MembershipView } from '../domain/agencies.js';
 import { isWritePermission, PERMISSION_LABELS, type Permission } from '../domain/permissions.js';
 import { SCOPE_LABELS, SCOPES } from '../domain/scopes.js';
-import { lowerFirst, markup } from '../web/html.js';
+import { isolated, lowerFirst, markup } from '../web/html.js';
 import { dateLabel } from '../web/when.js';
 import type { AuthorizationRequest } from './authorization-request.js';
 import { CLIENT_TRUST, clientHost } from './clients/registry.js';
@@ -13,16 +13,18 @@ import { isLoopbackRedirect } from './redirect-uri.js';
 type Markup = ReturnType<typeof markup>;
 
 const appName = (req: AuthorizationRequest) => req.client.name ?? req.client.clientId;
+/** The app's name inside a sentence: its author's, in any script, so isolated (web/html.ts). */
+const app = (req: AuthorizationRequest) => isolated(appName(req));
 
 /** Which of the member's agencies the application should act in. */
 export function agencyChoiceView(req: AuthorizationRequest, memberships: MembershipView[]): Markup {
-  return markup`<p>${appName(req)} wants to connect to one of your agencies. Which one?</p>
+  return markup`<p>${app(req)} wants to connect to one of your agencies. Which one?</p>
 <form method="get" action="/oauth2/auth/consent">
   <input type="hidden" name="request" value="${req.query}">
   <fieldset><legend>Agency</legend>
   ${memberships.map(
     (m, i) =>
-      markup`<label><input type="radio" name="agency_id" value="${m.agency.id}"${i === 0 ? markup` checked` : ''}> ${m.agency.name} <span class="muted">(your role: ${m.member.role})</span></label>`,
+      markup`<label><input type="radio" name="agency_id" value="${m.agency.id}"${i === 0 ? markup` checked` : ''}> ${isolated(m.agency.name)} <span class="muted">(your role: ${m.member.role})</span></label>`,
   )}
   </fieldset>
   <div class="actions"><button type="submit" class="primary">Continue</button></div>
@@ -64,7 +66,7 @@ ${m.writeRefusal ? markup`<p class="muted">${m.writeRefusal}</p>` : ''}
       ? ''
       : markup`<label class="check"><input type="checkbox" name="stay_connected" value="on" checked> Stay connected: the application may renew its access without asking you again, until you disconnect it</label>`
   }
-  <p class="muted">You can disconnect ${appName(req)} at any time: <a href="/dashboard">Dashboard</a> → Connected apps.</p>
+  <p class="muted">You can disconnect ${app(req)} at any time: <a href="/dashboard">Dashboard</a> → Connected apps.</p>
   <div class="actions">
     <button type="submit" name="decision" value="allow" class="primary">Allow</button>
     <button type="submit" name="decision" value="deny">Deny</button>
@@ -78,7 +80,7 @@ function whoAsksView(req: AuthorizationRequest, m: ConsentModel): Markup {
   const host = clientHost(req.client);
   const redirect = new URL(req.redirectUri);
   const redirectHost = redirect.host || `${redirect.protocol}`;
-  return markup`<p><strong>${appName(req)}</strong>${host ? markup` <span class="muted">(${host})</span>` : ''} wants to act for you${m.agency ? markup` in <strong>${m.agency.name}</strong>${m.role ? markup` <span class="muted">(your role: ${m.role})</span>` : ''}` : ''}.</p>
+  return markup`<p><strong>${app(req)}</strong>${host ? markup` <span class="muted">(${host})</span>` : ''} wants to act for you${m.agency ? markup` in <strong>${isolated(m.agency.name)}</strong>${m.role ? markup` <span class="muted">(your role: ${m.role})</span>` : ''}` : ''}.</p>
 <p class="${req.client.kind === 'dcr' ? 'warning' : 'muted'}">${CLIENT_TRUST[req.client.kind].sentence}</p>
 <p>After you decide, you go back to <strong>${redirectHost}</strong>.</p>
 ${isLoopbackRedirect(req.redirectUri) ? markup`<p class="warning" role="note">This application receives the answer on your own computer (${redirectHost}). Continue only if you started this from an application running on this device.</p>` : ''}`;
@@ -90,7 +92,7 @@ function changeView(req: AuthorizationRequest, m: ConsentModel, existing: Existi
   const drops = existing.permissions.filter((p) => !m.offered.includes(p));
   const words = (list: Permission[]) => list.map((p) => lowerFirst(PERMISSION_LABELS[p])).join(', ');
   const what = existing.permissions.some(isWritePermission) ? 'read and write access' : 'read access';
-  return markup`<p class="notice" role="note"><strong>${appName(req)}</strong> is already connected${m.agency ? markup` to ${m.agency.name}` : ''} with ${what}, since ${dateLabel(existing.since)}.
+  return markup`<p class="notice" role="note"><strong>${app(req)}</strong> is already connected${m.agency ? markup` to ${isolated(m.agency.name)}` : ''} with ${what}, since ${dateLabel(existing.since)}.
 ${adds.length ? markup` Allowing this adds: ${words(adds)}.` : ''}${drops.length ? markup` It would no longer: ${words(drops)}.` : ''}${adds.length + drops.length === 0 ? ' Allowing this changes nothing it may do.' : ''}
 What you allow here replaces what it was allowed before.</p>`;
 }
@@ -105,7 +107,7 @@ function ceilingView(req: AuthorizationRequest, m: ConsentModel): Markup | '' {
   ${perms.map((perm) => markup`<label class="check"><input type="checkbox" name="ceiling" value="${perm}" checked> ${PERMISSION_LABELS[perm]}</label>`)}
   </fieldset>`
       : '';
-  return markup`<h2>What ${appName(req)} may do${m.agency ? markup` in ${m.agency.name}` : ''}</h2>
+  return markup`<h2>What ${app(req)} may do${m.agency ? markup` in ${isolated(m.agency.name)}` : ''}</h2>
 <p class="muted">Untick anything it should not do. It never gets more than your own role allows.</p>
 ${group('See', reads)}
 ${group('Make changes', writes)}`;

@@ -1,5 +1,5 @@
 import { ROLES } from '../domain/permissions.js';
-import { markup } from '../web/html.js';
+import { isolated, markup } from '../web/html.js';
 import { timeView } from '../web/when.js';
 import { auditSentence } from './audit-sentences.js';
 import type { AgencyPage, HistoryPage, MembersPage, SettingsPage } from './dashboard-data.js';
@@ -23,8 +23,8 @@ function agencyNav(page: AgencyPage, tab: Tab): Markup {
 ${(Object.keys(TAB_NAMES) as Tab[]).map((t) => markup`<a href="/dashboard/agencies/${id}/${t}"${t === tab ? markup` aria-current="page"` : ''}>${TAB_NAMES[t]}</a>`)}
 <a href="/dashboard">Connected apps</a>
 </nav>
-${others.length ? markup`<p class="muted">Other agencies: ${others.map((m, i) => markup`${i ? ', ' : ''}<a href="/dashboard/agencies/${m.agency.id}/${tab}">${m.agency.name}</a>`)}</p>` : ''}
-<p class="muted">Your role in ${page.current.agency.name}: ${page.current.member.role}.</p>`;
+${others.length ? markup`<p class="muted">Other agencies: ${others.map((m, i) => markup`${i ? ', ' : ''}<a href="/dashboard/agencies/${m.agency.id}/${tab}">${isolated(m.agency.name)}</a>`)}</p>` : ''}
+<p class="muted">Your role in ${isolated(page.current.agency.name)}: ${page.current.member.role}.</p>`;
 }
 
 export function membersView(page: MembersPage, csrf: string, notice: unknown): Markup {
@@ -60,7 +60,7 @@ export function settingsView(page: SettingsPage, csrf: string, notice: unknown):
   const allowed = agency.agent_write_enabled === 1;
   if (!page.canManage) {
     return markup`${agencyNav(page, 'settings')}
-<p>Connected apps ${allowed ? 'may' : 'may not'} make changes in ${agency.name}${allowed ? ", within each member's permissions" : ''}.</p>
+<p>Connected apps ${allowed ? 'may' : 'may not'} make changes in ${isolated(agency.name)}${allowed ? ", within each member's permissions" : ''}.</p>
 <p class="muted">Only owners and admins change the settings.</p>`;
   }
   return markup`${agencyNav(page, 'settings')}${noticeView(notice)}
@@ -74,7 +74,7 @@ export function settingsView(page: SettingsPage, csrf: string, notice: unknown):
 export function historyView(page: HistoryPage, now: number): Markup {
   const app = (clientId: string) => page.appNames.get(clientId) ?? 'an application';
   const scope = page.wholeAgency
-    ? `What happened in ${page.current.agency.name}, newest first.`
+    ? markup`What happened in ${isolated(page.current.agency.name)}, newest first.`
     : 'What happened to your membership and your connected apps, newest first.';
   return markup`${agencyNav(page, 'history')}
 <p class="muted">${scope}</p>

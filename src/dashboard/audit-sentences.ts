@@ -1,6 +1,6 @@
 import type { AuditEntry } from '../domain/audit.js';
 import { isPermission, PERMISSION_LABELS } from '../domain/permissions.js';
-import { lowerFirst } from '../web/html.js';
+import { type Html, isolated, lowerFirst, markup } from '../web/html.js';
 
 /**
  * Audit events as sentences a member reads: who did what to whom, with application names, never ids. Each event
@@ -28,8 +28,8 @@ interface Detail {
 
 const someone = 'someone';
 
-/** "linus's" — the possessive of a username. */
-const possessive = (name: string) => `${name}'s`;
+/** "linus's", "Planner Bot's" — the possessive of a username or an app's name. */
+const possessive = (name: string | Html) => markup`${name}'s`;
 
 /** Words for what a narrowing took away: "create and change clients, add notes". */
 function removedWords(removed: string[] | undefined): string {
@@ -44,40 +44,41 @@ const ENDINGS: Record<string, (actor: string, member: string) => string> = {
   member_removed: (_actor, member) => `was disconnected because ${member} was removed from the agency`,
 };
 
-export function auditSentence(e: AuditEntry, names: AuditNames): string {
+export function auditSentence(e: AuditEntry, names: AuditNames): Html {
   const d = JSON.parse(e.detail) as Detail;
   const actor = e.actor_username ?? someone;
   const member = e.member_username ?? 'a former member';
-  const app = e.client_id ? names.app(e.client_id) : 'an application';
+  // The app's name is its author's, in any script: isolated, so it cannot reorder the sentence around it.
+  const app = e.client_id ? isolated(names.app(e.client_id)) : 'an application';
   /** "Planner Bot" when the member did it themself, else "grace's Planner Bot" (whose connection it is). */
   const whoseApp =
-    e.actor_username && e.actor_username === e.member_username ? app : `${possessive(member)} ${app}`;
+    e.actor_username && e.actor_username === e.member_username ? app : markup`${possessive(member)} ${app}`;
   switch (e.type) {
     case 'connection.created': {
       const what = d.scopes?.includes('agency:mcp:write') ? 'to read and make changes' : 'to read';
       return d.update
-        ? `${member} updated ${possessive(app)} access ${what}`
-        : `${member} connected ${app} ${what}`;
+        ? markup`${member} updated ${possessive(app)} access ${what}`
+        : markup`${member} connected ${app} ${what}`;
     }
     case 'connection.revoked': {
       const ending = ENDINGS[d.reason ?? ''] ?? (() => 'was disconnected');
-      return `${whoseApp} ${ending(actor, member)}`;
+      return markup`${whoseApp} ${ending(actor, member)}`;
     }
     case 'connection.refresh_reuse_detected':
-      return `A reused refresh token ended the connection of ${app} (${possessive(member)})`;
+      return markup`A reused refresh token ended the connection of ${app} (${possessive(member)})`;
     case 'connection.code_replay_detected':
-      return `A reused authorization code ended the connection of ${app} (${possessive(member)})`;
+      return markup`A reused authorization code ended the connection of ${app} (${possessive(member)})`;
     case 'connection.narrowed':
-      return `${possessive(member)} ${app} can no longer ${removedWords(d.removed)}: ${possessive(member)} role became ${d.role ?? 'narrower'}`;
+      return markup`${possessive(member)} ${app} can no longer ${removedWords(d.removed)}: ${possessive(member)} role became ${d.role ?? 'narrower'}`;
     case 'member.role_changed':
-      return `${actor} changed ${possessive(member)} role from ${d.from ?? '?'} to ${d.to ?? '?'}`;
+      return markup`${actor} changed ${possessive(member)} role from ${d.from ?? '?'} to ${d.to ?? '?'}`;
     case 'member.removed':
-      return `${actor} removed ${member}${d.role ? ` (${d.role})` : ''} from the agency`;
+      return markup`${actor} removed ${member}${d.role ? ` (${d.role})` : ''} from the agency`;
     case 'agency.agent_write_changed':
       return d.agent_write_enabled
-        ? `${actor} allowed connected apps to make changes`
-        : `${actor} stopped connected apps from making changes`;
+        ? markup`${actor} allowed connected apps to make changes`
+        : markup`${actor} stopped connected apps from making changes`;
     default:
-      return `${e.type.replace(/[._]/g, ' ')} (${actor})`;
+      return markup`${e.type.replace(/[._]/g, ' ')} (${actor})`;
   }
 }

@@ -2,7 +2,7 @@ import { PERMISSION_LABELS } from '../domain/permissions.js';
 import { SCOPE_LABELS } from '../domain/scopes.js';
 import { parseList } from '../domain/permissions.js';
 import { CLIENT_TRUST } from '../auth/clients/registry.js';
-import { lowerFirst, markup } from '../web/html.js';
+import { isolated, lowerFirst, markup } from '../web/html.js';
 import { timeView } from '../web/when.js';
 import type { AppGroup, ConnectedApp, ConnectedAppsPage } from './dashboard-data.js';
 import { noticeView } from './notices.js';
@@ -36,7 +36,7 @@ function groupView(group: AppGroup, csrf: string, now: number): Markup {
   const m = group.membership;
   const id = m ? `apps-${m.agency.id}` : 'apps-account';
   const empty = m
-    ? `No applications are connected to ${m.agency.name} for you.`
+    ? markup`No applications are connected to ${isolated(m.agency.name)} for you.`
     : 'No applications are connected to your account.';
   return markup`<section aria-labelledby="${id}">
 <h2 id="${id}">${m ? m.agency.name : 'Your account'}</h2>
@@ -53,7 +53,7 @@ function agencyLinks(agencyId: string, role: string): Markup {
 function appView(app: ConnectedApp, csrf: string, now: number): Markup {
   const { connection: c, client } = app;
   return markup`<li class="app" id="app-${c.id}">
-  <p class="app-head"><strong>${client.name}</strong>${client.host ? markup` <span class="muted">${client.host}</span>` : ''}${client.kind ? markup` <span class="badge">${CLIENT_TRUST[client.kind].word}</span>` : ''}</p>
+  <p class="app-head"><strong>${isolated(client.name)}</strong>${client.host ? markup` <span class="muted">${client.host}</span>` : ''}${client.kind ? markup` <span class="badge">${CLIENT_TRUST[client.kind].word}</span>` : ''}</p>
   <p>${mayDoSentence(app)}</p>
   <p class="muted">Connected ${timeView(c.created_at, now)} · Last used ${timeView(c.last_used_at, now)}</p>
   <details><summary>Technical details</summary>

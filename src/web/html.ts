@@ -35,6 +35,13 @@ function render(v: unknown): string {
 
 export const raw = (s: string): Html => new Html(s);
 
+/**
+ * A name someone else wrote (an app's `client_name`, an agency's name) placed inside a sentence, isolated (HTML's
+ * `bdi`; Unicode's bidirectional isolates, UAX #9 §2.7): its direction is its own, so a right-to-left name keeps its
+ * punctuation at its own end and draws no bracket, number or word beside it into its run.
+ */
+export const isolated = (name: string): Html => markup`<bdi>${name}</bdi>`;
+
 /** "See clients" → "see clients": a label placed inside a sentence. */
 export const lowerFirst = (s: string): string => s.charAt(0).toLowerCase() + s.slice(1);
 

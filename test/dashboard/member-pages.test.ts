@@ -2,7 +2,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Browser as PwBrowser, Page } from 'playwright-core';
+import type { Locator, Browser as PwBrowser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pkce, register, token } from '../auth/oauth-helpers.js';
 import { type CallbackServer, launchChromium, startCallbackServer } from '../helpers/browser.js';
@@ -338,5 +338,68 @@ describe(`an application's name of 200 characters without a space, at a phone's 
     await measure('history');
     await context.close();
     expect(widths).toEqual({ consent: 390, 'connected-apps': 390, history: 390 });
+  });
+});
+
+describe(`an application's name in a right-to-left script (${ENGINE})`, () => {
+  it('keeps its own direction inside the sentences of consent and History', async () => {
+    // A Hebrew name ending in "!": read right to left, the "!" ends it, on its left. Set in an English sentence
+    // without isolation, the "!" took the sentence's direction and was drawn on the right, and a bracket or number
+    // beside a name could be drawn into it.
+    const name = 'מתכנן!';
+    const client = (
+      await register(server, { redirect_uris: ['http://127.0.0.1/callback'], client_name: name })
+    ).body['client_id'] as string;
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    page.setDefaultTimeout(8000);
+    /** Whether the name's last character ("!") is drawn left of its first, as in right-to-left text. */
+    const drawnRightToLeft = (where: Locator) =>
+      where.evaluate((el: any, n: string) => {
+        const doc = el.ownerDocument;
+        const walker = doc.createTreeWalker(el, 4 /* text nodes */);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+          const at = (node.data as string).indexOf(n);
+          if (at < 0) continue;
+          const x = (i: number) => {
+            const range = doc.createRange();
+            range.setStart(node, i);
+            range.setEnd(node, i + 1);
+            return range.getBoundingClientRect().x as number;
+          };
+          return x(at + n.length - 1) < x(at);
+        }
+        return undefined;
+      }, name);
+
+    const { verifier, challenge } = pkce();
+    await page.goto(authorizeUrl('agency:mcp:read offline_access', challenge, client));
+    await page.getByLabel('Username').fill('grace');
+    await page.getByLabel('Password').fill('grace-demo-password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    if (await page.getByRole('heading', { name: 'Choose an agency' }).isVisible()) {
+      expect(await drawnRightToLeft(page.locator('p', { hasText: 'wants to connect' }))).toBe(true);
+      await page.getByLabel(/Northwind Studio/).check();
+      await page.getByRole('button', { name: 'Continue' }).click();
+    }
+    await page.getByRole('button', { name: 'Allow' }).waitFor();
+    const consent = {
+      whoAsks: await drawnRightToLeft(page.locator('p', { hasText: 'wants to act for you' })),
+      mayDo: await drawnRightToLeft(page.getByRole('heading', { name: /may do/ })),
+      disconnectLater: await drawnRightToLeft(page.locator('p', { hasText: 'You can disconnect' })),
+    };
+    expect(consent).toEqual({ whoAsks: true, mayDo: true, disconnectLater: true });
+    await page.getByRole('button', { name: 'Allow' }).click();
+    await page.waitForURL(/\/callback\?/);
+    await exchangeLatestCode(verifier, client);
+    await page.goto(`${server.url.auth}/dashboard`);
+    expect(await drawnRightToLeft(page.locator('li.app', { hasText: name }).locator('.app-head'))).toBe(true);
+    await page
+      .getByRole('region', { name: 'Northwind Studio' })
+      .getByRole('link', { name: 'History' })
+      .click();
+    const connected = page.locator('ol.history li', { hasText: `grace connected ${name}` });
+    expect(await drawnRightToLeft(connected.first())).toBe(true);
+    await context.close();
   });
 });

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { AuditEntry } from '../../src/domain/audit.js';
 import { auditSentence } from '../../src/dashboard/audit-sentences.js';
 import { relativeTime } from '../../src/web/when.js';
+import { textOf } from '../helpers/page-text.js';
 
 /** The history as a member reads it: actor, subject and app by name, never an id or an event code. */
 
@@ -26,7 +27,7 @@ const entry = (
 const names = {
   app: (id: string) => ({ dcr_1: 'MCP Inspector', cli_2: 'Claude Code' })[id] ?? 'an application',
 };
-const say = (e: AuditEntry) => auditSentence(e, names);
+const say = (e: AuditEntry) => textOf(auditSentence(e, names));
 
 describe('audit sentences', () => {
   it.each([
@@ -99,6 +100,16 @@ describe('audit sentences', () => {
     ],
   ])('%#: %s', (e, sentence) => {
     expect(say(e)).toBe(sentence);
+  });
+
+  it("isolates the app's name, which its author wrote in any script, and escapes every name", () => {
+    const sentence = auditSentence(
+      entry('connection.created', { client_id: 'dcr_1', actor_username: 'grace' }),
+      {
+        app: () => '<b>Bot</b>',
+      },
+    );
+    expect(sentence.value).toBe('grace connected <bdi>&lt;b&gt;Bot&lt;/b&gt;</bdi> to read');
   });
 
   it('never shows an id or an event code', () => {
