@@ -41,8 +41,8 @@ export function consentFormActions(req: AuthorizationRequest): string[] {
   return ["'self'", web ? redirect.origin : redirect.protocol];
 }
 
-export function consentTitle(req: AuthorizationRequest, m: ConsentModel): string {
-  return m.existing ? `Update access for ${appName(req)}` : `Connect ${appName(req)}`;
+export function consentTitle(req: AuthorizationRequest, m: ConsentModel): Markup {
+  return m.existing ? markup`Update access for ${app(req)}` : markup`Connect ${app(req)}`;
 }
 
 /**

@@ -13,7 +13,7 @@ type Tab = 'members' | 'settings' | 'history';
 const TAB_NAMES: Record<Tab, string> = { members: 'Members', settings: 'Settings', history: 'History' };
 
 export const agencyPageTitle = (page: AgencyPage, tab: Tab) =>
-  `${TAB_NAMES[tab]} of ${page.current.agency.name}`;
+  markup`${TAB_NAMES[tab]} of ${isolated(page.current.agency.name)}`;
 
 /** The tabs of the agency, and the same page in the member's other agencies. */
 function agencyNav(page: AgencyPage, tab: Tab): Markup {

@@ -11,7 +11,7 @@ import {
 } from '../domain/agencies.js';
 import { endConnection, findConnection } from '../domain/connections.js';
 import { isRole } from '../domain/permissions.js';
-import { PageError } from '../web/html.js';
+import { type Html, PageError } from '../web/html.js';
 import { sendPage } from '../web/page-scope.js';
 import { signedInNav, type WebUser } from '../web/web-session.js';
 import { agencyPageTitle, historyView, membersView, settingsView } from './agency-pages.js';
@@ -101,7 +101,7 @@ export async function dashboardRoutes(
   );
 }
 
-type PageBody = [title: string, body: ReturnType<typeof connectedAppsView>];
+type PageBody = [title: string | Html, body: ReturnType<typeof connectedAppsView>];
 
 /** A member page: signed in (else to sign-in and back), with the header's account navigation and CSRF token. */
 function memberPage(ctx: AppContext) {

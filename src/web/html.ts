@@ -45,8 +45,13 @@ export const isolated = (name: string): Html => markup`<bdi>${name}</bdi>`;
 /** "See clients" → "see clients": a label placed inside a sentence. */
 export const lowerFirst = (s: string): string => s.charAt(0).toLowerCase() + s.slice(1);
 
+/** A title as the browser's tab shows it: plain text, a name's isolation dropped (`<title>` holds no markup). */
+const plainTitle = (title: string | Html): string =>
+  title instanceof Html ? title.value.replace(/<\/?bdi>/g, '') : esc(title);
+
 export function layout(o: {
-  title: string;
+  /** Markup only to isolate a name inside it (`isolated`); the page's heading keeps it, the tab's title does not. */
+  title: string | Html;
   body: Html;
   signedInAs?: string | undefined;
   csrf?: string;
@@ -63,13 +68,13 @@ export function layout(o: {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="same-origin">
-<title>${esc(o.title)}</title>
+<title>${plainTitle(o.title)}</title>
 <link rel="stylesheet" href="/assets/dashboard.css">
 </head>
 <body>
 <header><p class="brand">Svc agent access</p>${nav}</header>
 <main>
-<h1>${esc(o.title)}</h1>
+<h1>${o.title instanceof Html ? o.title.value : esc(o.title)}</h1>
 ${o.body.value}
 </main>
 </body>

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { acceptForms } from './form.js';
 import { renderErrors } from '../http/framework-errors.js';
-import { CSS, layout, markup, PageError } from './html.js';
+import { CSS, type Html, layout, markup, PageError } from './html.js';
 
 /** CSP of every page: no scripts at all, styles from our own stylesheet, never framed (clickjacking). */
 export function contentSecurityPolicy(formAction: string[] = ["'self'"]): string {
@@ -61,7 +61,7 @@ const PAGE_TEXTS = {
 export function sendPage(
   reply: FastifyReply,
   status: number,
-  title: string,
+  title: string | Html,
   body: ReturnType<typeof markup>,
   nav?: { signedInAs: string; csrf: string },
 ): FastifyReply {

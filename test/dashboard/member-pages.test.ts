@@ -384,11 +384,14 @@ describe(`an application's name in a right-to-left script (${ENGINE})`, () => {
     }
     await page.getByRole('button', { name: 'Allow' }).waitFor();
     const consent = {
+      heading: await drawnRightToLeft(page.getByRole('heading', { level: 1 })),
       whoAsks: await drawnRightToLeft(page.locator('p', { hasText: 'wants to act for you' })),
       mayDo: await drawnRightToLeft(page.getByRole('heading', { name: /may do/ })),
       disconnectLater: await drawnRightToLeft(page.locator('p', { hasText: 'You can disconnect' })),
     };
-    expect(consent).toEqual({ whoAsks: true, mayDo: true, disconnectLater: true });
+    expect(consent).toEqual({ heading: true, whoAsks: true, mayDo: true, disconnectLater: true });
+    // The tab's title holds no markup: the name as it was written.
+    expect(await page.title()).toBe(`Connect ${name}`);
     await page.getByRole('button', { name: 'Allow' }).click();
     await page.waitForURL(/\/callback\?/);
     await exchangeLatestCode(verifier, client);
