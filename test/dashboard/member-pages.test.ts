@@ -74,6 +74,29 @@ async function exchangeLatestCode(verifier: string, client = clientId) {
   expect(exchanged.res.status).toBe(200);
 }
 
+/** Signs `username` in on the sign-in page, with their demo password. */
+async function signInAs(page: Page, username: string) {
+  await page.getByLabel('Username').fill(username);
+  await page.getByLabel('Password').fill(`${username}-demo-password`);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+/** Northwind Studio on the agency choice, when one is shown (to a member of several agencies). */
+async function chooseNorthwindIfAsked(page: Page) {
+  if (!(await page.getByRole('heading', { name: 'Choose an agency' }).isVisible())) return;
+  await page.getByLabel(/Northwind Studio/).check();
+  await page.getByRole('button', { name: 'Continue' }).click();
+}
+
+/** A self-registered app with this name and a loopback redirect: its client id. */
+async function registerNamed(name: string): Promise<string> {
+  const registered = await register(server, {
+    redirect_uris: ['http://127.0.0.1/callback'],
+    client_name: name,
+  });
+  return registered.body['client_id'] as string;
+}
+
 /** The ceiling boxes of the consent page: [value, ticked]. */
 const ceilingBoxes = (page: Page) =>
   page
@@ -124,9 +147,7 @@ describe(`member pages at 320, 390 and 1280 px (${ENGINE})`, () => {
       const { verifier, challenge } = pkce();
       await page.goto(authorizeUrl('agency:mcp:read offline_access', challenge));
       await look('sign-in');
-      await page.getByLabel('Username').fill('ada');
-      await page.getByLabel('Password').fill('ada-demo-password');
-      await page.getByRole('button', { name: 'Sign in' }).click();
+      await signInAs(page, 'ada');
       await page.getByRole('heading', { name: 'Choose an agency' }).waitFor();
       await look('agency-pick');
       await page.getByLabel(/Northwind Studio/).check();
@@ -208,13 +229,8 @@ describe(`consent defaults (${ENGINE})`, () => {
     const page = await context.newPage();
     page.setDefaultTimeout(8000);
     await page.goto(authorizeUrl(scope));
-    await page.getByLabel('Username').fill(username);
-    await page.getByLabel('Password').fill(`${username}-demo-password`);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    if (await page.getByRole('heading', { name: 'Choose an agency' }).isVisible()) {
-      await page.getByLabel(/Northwind Studio/).check();
-      await page.getByRole('button', { name: 'Continue' }).click();
-    }
+    await signInAs(page, username);
+    await chooseNorthwindIfAsked(page);
     await page.locator('h1', { hasText: /Planner Bot/ }).waitFor();
     return { page, close: () => context.close() };
   }
@@ -298,9 +314,7 @@ describe(`an application's name of 200 characters without a space, at a phone's 
     // client_name allows 200 characters: as one word, it made Connected apps 2,483 px wide and History 2,192 at 390 px
     // (a flex row's least width is its longest word unless the word may break anywhere): the page scrolled sideways.
     const name = `Planner${'X'.repeat(193)}`;
-    const longNamed = (
-      await register(server, { redirect_uris: ['http://127.0.0.1/callback'], client_name: name })
-    ).body['client_id'] as string;
+    const longNamed = await registerNamed(name);
     const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
     const page = await context.newPage();
     page.setDefaultTimeout(8000);
@@ -312,13 +326,8 @@ describe(`an application's name of 200 characters without a space, at a phone's 
     };
     const { verifier, challenge } = pkce();
     await page.goto(authorizeUrl('agency:mcp:read offline_access', challenge, longNamed));
-    await page.getByLabel('Username').fill('grace');
-    await page.getByLabel('Password').fill('grace-demo-password');
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    if (await page.getByRole('heading', { name: 'Choose an agency' }).isVisible()) {
-      await page.getByLabel(/Northwind Studio/).check();
-      await page.getByRole('button', { name: 'Continue' }).click();
-    }
+    await signInAs(page, 'grace');
+    await chooseNorthwindIfAsked(page);
     await page.getByRole('button', { name: 'Allow' }).waitFor();
     await measure('consent');
     await page.getByRole('button', { name: 'Allow' }).click();
@@ -347,9 +356,7 @@ describe(`an application's name in a right-to-left script (${ENGINE})`, () => {
     // without isolation, the "!" took the sentence's direction and was drawn on the right, and a bracket or number
     // beside a name could be drawn into it.
     const name = 'מתכנן!';
-    const client = (
-      await register(server, { redirect_uris: ['http://127.0.0.1/callback'], client_name: name })
-    ).body['client_id'] as string;
+    const client = await registerNamed(name);
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
     page.setDefaultTimeout(8000);
@@ -374,14 +381,11 @@ describe(`an application's name in a right-to-left script (${ENGINE})`, () => {
 
     const { verifier, challenge } = pkce();
     await page.goto(authorizeUrl('agency:mcp:read offline_access', challenge, client));
-    await page.getByLabel('Username').fill('grace');
-    await page.getByLabel('Password').fill('grace-demo-password');
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    if (await page.getByRole('heading', { name: 'Choose an agency' }).isVisible()) {
-      expect(await drawnRightToLeft(page.locator('p', { hasText: 'wants to connect' }))).toBe(true);
-      await page.getByLabel(/Northwind Studio/).check();
-      await page.getByRole('button', { name: 'Continue' }).click();
-    }
+    // ada, a member of two agencies: the agency choice names the app too.
+    await signInAs(page, 'ada');
+    await page.getByRole('heading', { name: 'Choose an agency' }).waitFor();
+    expect(await drawnRightToLeft(page.locator('p', { hasText: 'wants to connect' }))).toBe(true);
+    await chooseNorthwindIfAsked(page);
     await page.getByRole('button', { name: 'Allow' }).waitFor();
     const consent = {
       heading: await drawnRightToLeft(page.getByRole('heading', { level: 1 })),
@@ -401,7 +405,7 @@ describe(`an application's name in a right-to-left script (${ENGINE})`, () => {
       .getByRole('region', { name: 'Northwind Studio' })
       .getByRole('link', { name: 'History' })
       .click();
-    const connected = page.locator('ol.history li', { hasText: `grace connected ${name}` });
+    const connected = page.locator('ol.history li', { hasText: `ada connected ${name}` });
     expect(await drawnRightToLeft(connected.first())).toBe(true);
     await context.close();
   });
