@@ -2,7 +2,7 @@ import { mintConnectionAccessToken } from '../../src/auth/access-token.js';
 import { ACCESS_TOKEN_TYPE, AGENCY_MCP_CLIENT_ID } from '../../src/auth/token-exchange.js';
 import { activateGrant, type ConnectionRow, createPendingConnection } from '../../src/domain/connections.js';
 import { ROLE_PERMISSIONS } from '../../src/domain/permissions.js';
-import type { TestServer } from '../helpers/harness.js';
+import { signIn, type TestServer } from '../helpers/harness.js';
 
 export const AGENCY_SECRET = 'test-agency-mcp-secret-0123456789abcdef';
 
@@ -133,3 +133,8 @@ export const WRITE_TOOLS = [
   'update_task',
   'add_note',
 ];
+
+/** A bearer token for each MCP host: a session token for the user server, an agency access token for the agency one. */
+export async function mcpTokens(server: TestServer): Promise<{ mcp: string; agencyMcp: string }> {
+  return { mcp: (await signIn(server)).token, agencyMcp: (await grant(server)).token };
+}

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { grant } from '../agency-mcp/helpers.js';
-import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { mcpTokens } from '../agency-mcp/helpers.js';
+import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import { rawRequest, type RawResponse } from '../helpers/raw-http.js';
 
 /**
@@ -10,25 +10,23 @@ import { rawRequest, type RawResponse } from '../helpers/raw-http.js';
  */
 
 let server: TestServer;
-let sessionToken: string;
-let agencyToken: string;
+let token: { mcp: string; agencyMcp: string };
 
 beforeAll(async () => {
   server = await startTestServer();
-  sessionToken = (await signIn(server)).token;
-  agencyToken = (await grant(server)).token;
+  token = await mcpTokens(server);
 });
 afterAll(() => server?.close());
 
 const hostOf = (base: string) => new URL(base).host;
 
-/** An MCP `initialize` with `token`, its request line's target as given. */
-function initialize(base: string, target: string, token = 'x'): Promise<RawResponse> {
+/** An MCP `initialize` with `bearer`, its request line's target as given. */
+function initialize(base: string, target: string, bearer = 'x'): Promise<RawResponse> {
   return rawRequest(base, {
     method: 'POST',
     target,
     headers: [
-      ['Authorization', `Bearer ${token}`],
+      ['Authorization', `Bearer ${bearer}`],
       ['Accept', 'application/json, text/event-stream'],
       ['Content-Type', 'application/json'],
     ],
@@ -53,7 +51,7 @@ function jsonRpc(answer: RawResponse): {
 describe(`absolute-form request targets (${ENGINE})`, () => {
   it('REST: GET http://host/me answers as GET /me', async () => {
     const base = server.url.api;
-    const headers: [string, string][] = [['Authorization', `Bearer ${sessionToken}`]];
+    const headers: [string, string][] = [['Authorization', `Bearer ${token.mcp}`]];
     const origin = await rawRequest(`${base}/me`, { headers });
     const absolute = await rawRequest(base, { target: `http://${hostOf(base)}/me`, headers });
     expect(origin.status).toBe(200);
@@ -66,19 +64,17 @@ describe(`absolute-form request targets (${ENGINE})`, () => {
   });
 
   for (const surface of ['mcp', 'agencyMcp'] as const) {
-    const token = () => (surface === 'mcp' ? sessionToken : agencyToken);
-
     it(`${surface}: POST http://host/mcp initializes as POST /mcp does (it was a 500)`, async () => {
       const base = server.url[surface];
-      const origin = await initialize(base, '/mcp', token());
-      const absolute = await initialize(base, `http://${hostOf(base)}/mcp`, token());
+      const origin = await initialize(base, '/mcp', token[surface]);
+      const absolute = await initialize(base, `http://${hostOf(base)}/mcp`, token[surface]);
       expect(absolute.status).toBe(200);
       expect(jsonRpc(absolute).result).toEqual(jsonRpc(origin).result);
       expect(jsonRpc(absolute).result?.serverInfo.name).toMatch(/^svc-/);
     });
 
     it(`${surface}: the target's host is the one checked against DNS rebinding, not the Host header`, async () => {
-      const answer = await initialize(server.url[surface], 'http://evil.example/mcp', token());
+      const answer = await initialize(server.url[surface], 'http://evil.example/mcp', token[surface]);
       expect(answer.status).toBe(403);
       expect(jsonRpc(answer).error?.message).toBe('Invalid Host: evil.example');
     });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { grant } from '../agency-mcp/helpers.js';
-import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { mcpTokens } from '../agency-mcp/helpers.js';
+import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import { rawRequest, type RawResponse } from '../helpers/raw-http.js';
 
 /**
@@ -11,14 +11,13 @@ import { rawRequest, type RawResponse } from '../helpers/raw-http.js';
  */
 
 let server: TestServer;
-const token = { mcp: '', agencyMcp: '' };
+let token: { mcp: string; agencyMcp: string };
 /** The tool each host answers on its fast path. */
 const TOOL = { mcp: 'get_me', agencyMcp: 'list_clients' };
 
 beforeAll(async () => {
   server = await startTestServer();
-  token.mcp = (await signIn(server)).token;
-  token.agencyMcp = (await grant(server)).token;
+  token = await mcpTokens(server);
 });
 afterAll(() => server?.close());
 

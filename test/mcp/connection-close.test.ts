@@ -1,6 +1,6 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { grant } from '../agency-mcp/helpers.js';
+import { mcpTokens } from '../agency-mcp/helpers.js';
 import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 
 /**
@@ -49,11 +49,10 @@ const head = (base: string, token: string, connection?: string) =>
 
 describe(`a client's Connection: close on an event-stream answer (${ENGINE})`, () => {
   let server: TestServer;
-  const token = { mcp: '', agencyMcp: '' };
+  let token: { mcp: string; agencyMcp: string };
   beforeAll(async () => {
     server = await startTestServer();
-    token.mcp = (await signIn(server)).token;
-    token.agencyMcp = (await grant(server)).token;
+    token = await mcpTokens(server);
   });
   afterAll(() => server?.close());
 
