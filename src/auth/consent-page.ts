@@ -55,7 +55,7 @@ export function consentView(req: AuthorizationRequest, m: ConsentModel, csrf: st
 ${m.existing ? changeView(req, m, m.existing) : ''}
 <h2>It asks to</h2>
 <ul class="scopes">${shownScopes.map((s) => markup`<li>${SCOPE_LABELS[s] ?? s}</li>`)}</ul>
-${m.writeRefusal ? markup`<p class="muted">${m.writeRefusal}</p>` : ''}
+${writeRefusalView(m)}
 <form method="post" action="/oauth2/auth/consent">
   <input type="hidden" name="csrf" value="${csrf}">
   <input type="hidden" name="request" value="${req.query}">
@@ -73,6 +73,15 @@ ${m.writeRefusal ? markup`<p class="muted">${m.writeRefusal}</p>` : ''}
   </div>
   ${technicalDetails(req, m, shownScopes)}
 </form>`;
+}
+
+/** Why write access, asked for, is not offered. */
+function writeRefusalView(m: ConsentModel): Markup | '' {
+  if (m.writeRefusal === 'role')
+    return markup`<p class="muted">Write access is not offered: your role (${m.role}) cannot make changes.</p>`;
+  if (m.writeRefusal === 'agency' && m.agency)
+    return markup`<p class="muted">Write access is not offered: ${isolated(m.agency.name)} does not allow agents to make changes.</p>`;
+  return '';
 }
 
 /** The application, its host, whether its name is verified, where the answer goes, and the agency. */

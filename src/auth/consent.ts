@@ -29,8 +29,8 @@ export interface ConsentModel {
   offered: Permission[];
   /** Whether a write permission is among them (asked for, the role can write, the agency allows it). */
   writeOffered: boolean;
-  /** Why write access is not offered although it was asked for. */
-  writeRefusal: string | undefined;
+  /** Why write access is not offered although it was asked for: the member's role, or the agency's setting. */
+  writeRefusal: 'role' | 'agency' | undefined;
   /**
    * The app's live connection in this agency when it is already connected (this consent will replace it); loaded for
    * the page only (`withExisting`).
@@ -80,7 +80,7 @@ export async function consentModel(
     memberId: member.id,
     offered,
     writeOffered: offered.some(isWritePermission),
-    writeRefusal: writeRefusalOf(writeRequested, member.role, agencyAllowsWrite, agency.name),
+    writeRefusal: writeRefusalOf(writeRequested, member.role, agencyAllowsWrite),
     ...(withExisting && {
       existing: await existingConnection(db, req, userId, member.role, agency, withExisting.now),
     }),
@@ -112,11 +112,14 @@ async function existingConnection(
   return { since: row.created_at, permissions };
 }
 
-function writeRefusalOf(requested: boolean, role: Role, agencyAllowsWrite: boolean, agencyName: string) {
+function writeRefusalOf(
+  requested: boolean,
+  role: Role,
+  agencyAllowsWrite: boolean,
+): ConsentModel['writeRefusal'] {
   if (!requested) return undefined;
-  if (!roleHasWrite(role)) return `Write access is not offered: your role (${role}) cannot make changes.`;
-  if (!agencyAllowsWrite)
-    return `Write access is not offered: ${agencyName} does not allow agents to make changes.`;
+  if (!roleHasWrite(role)) return 'role';
+  if (!agencyAllowsWrite) return 'agency';
   return undefined;
 }
 

@@ -287,7 +287,8 @@ describe(`consent: the ceiling and write access (${ENGINE})`, () => {
     const browser = new Browser(server.url.auth);
     await browser.signIn('grace');
     const page = await consentPage(browser, { scope: 'agency:mcp:write' }, 'Blue Harbor');
-    expect(page).toMatch(/does not allow agents to make changes/);
+    // The agency's name isolated, as every name inside a sentence is (web/html.ts, `isolated`).
+    expect(page).toMatch(/<bdi>Blue Harbor<\/bdi> does not allow agents to make changes/);
     expect(page).not.toMatch(/value="tasks:write"/);
     expect(page).toMatch(/value="tasks:read"/);
   });
