@@ -49,7 +49,8 @@ export const ERROR_CATALOGUE = {
   unsupported_media_type: {
     status: 415,
     type: 'invalid_request_error',
-    meaning: 'The body is not `application/json`.',
+    meaning:
+      'The body is not `application/json`, or is compressed (`Content-Encoding`, with `Accept-Encoding: identity`).',
   },
   request_timeout: {
     status: 408,

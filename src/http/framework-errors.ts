@@ -14,6 +14,8 @@ export type ErrorClass =
   | { kind: 'unsupported_media_type'; status: 415 }
   | { kind: 'invalid_json'; status: 400; empty: boolean }
   | { kind: 'invalid_content_length'; status: 400 }
+  /** A body sent compressed (`Content-Encoding`): none is decoded here (RFC 9110 §8.4.1). */
+  | { kind: 'unsupported_content_coding'; status: 415; coding: string }
   /** Any other refusal of the request by the framework; `message` is safe to show (schema validation). */
   | { kind: 'invalid_request'; status: number; message: string | undefined }
   /** A dependency is down (`retryAfterSeconds` set), or the server is shutting down. */
@@ -29,6 +31,30 @@ const BY_CODE: Record<string, ErrorClass> = {
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { kind: 'invalid_content_length', status: 400 },
 };
 
+/**
+ * A body in a content coding (`Content-Encoding: gzip`…): no surface decodes one, so it is refused before it is read,
+ * where it was read as broken JSON or a broken form (RFC 9110 §15.5.16: 415, with `Accept-Encoding` naming what is).
+ */
+export class UnsupportedContentCoding extends Error {
+  override name = 'UnsupportedContentCoding';
+  readonly statusCode = 415;
+  constructor(readonly coding: string) {
+    super(`Content-Encoding ${coding} is not accepted`);
+  }
+}
+
+/** The content coding of a request's body when it has one other than identity, else undefined. */
+export function bodyContentCoding(headers: {
+  'content-encoding'?: string | undefined;
+  'content-length'?: string | undefined;
+  'transfer-encoding'?: string | undefined;
+}): string | undefined {
+  const coding = headers['content-encoding']?.trim().toLowerCase();
+  if (!coding || coding === 'identity') return undefined;
+  const hasBody = headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0;
+  return hasBody ? coding : undefined;
+}
+
 /** A request the HTTP layer refuses before any surface reads it: a 400 whose message is safe to show. */
 export class RequestRefused extends Error {
   override name = 'RequestRefused';
@@ -36,6 +62,8 @@ export class RequestRefused extends Error {
 }
 
 export function classifyError(error: unknown): ErrorClass {
+  if (error instanceof UnsupportedContentCoding)
+    return { kind: 'unsupported_content_coding', status: 415, coding: error.coding };
   if (error instanceof RequestRefused)
     return { kind: 'invalid_request', status: 400, message: error.message };
   const e = (typeof error === 'object' && error !== null ? error : {}) as Partial<FastifyError>;
@@ -99,10 +127,11 @@ export function classifyAndReport(
   const classified = classifyError(error);
   if (classified.kind === 'internal') log.error({ err: error }, 'unhandled error');
   const retryAfter = classified.kind === 'unavailable' ? classified.retryAfterSeconds : undefined;
-  return {
-    error: classified,
-    headers: retryAfter === undefined ? {} : { 'retry-after': String(retryAfter) },
-  };
+  const headers: Record<string, string> =
+    retryAfter === undefined ? {} : { 'retry-after': String(retryAfter) };
+  // RFC 9110 §12.5.3: a 415 for a content coding names the codings accepted.
+  if (classified.kind === 'unsupported_content_coding') headers['accept-encoding'] = 'identity';
+  return { error: classified, headers };
 }
 
 /** Installs a scope's error and not-found handlers. */

@@ -87,6 +87,12 @@ export function toOAuthError(error: ErrorClass, requestId: string): OAuthError {
         "The request body's Content-Type is not accepted here: the token, revocation and authorization endpoints " +
           'read application/x-www-form-urlencoded (RFC 6749 §3.2), registration application/json (RFC 7591 §3.1)',
       );
+    case 'unsupported_content_coding':
+      return new OAuthError(
+        'invalid_request',
+        `The request body must be sent uncompressed: Content-Encoding ${error.coding} is not accepted`,
+        415,
+      );
     case 'invalid_json':
       return new OAuthError('invalid_request', 'The request body is not valid JSON');
     case 'invalid_content_length':

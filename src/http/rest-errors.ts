@@ -57,6 +57,14 @@ function toApiError(error: ErrorClass): ApiError {
       return new ApiError('unsupported_media_type', 'Send the body as application/json', {
         param: 'content-type',
       });
+    case 'unsupported_content_coding':
+      return new ApiError(
+        'unsupported_media_type',
+        `Send the body uncompressed: ${error.coding} is not accepted`,
+        {
+          param: 'content-encoding',
+        },
+      );
     case 'invalid_json':
       return new ApiError('invalid_json', 'The request body is not valid JSON');
     case 'invalid_content_length':

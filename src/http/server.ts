@@ -21,7 +21,7 @@ import { endOfTurn } from '../base/turn-end.js';
 import { applyV8Flags } from '../base/v8-flags.js';
 import { deferredChildLogger } from './deferred-logger.js';
 import { ApiError, type ErrorCode } from './errors.js';
-import { RequestRefused } from './framework-errors.js';
+import { bodyContentCoding, RequestRefused, UnsupportedContentCoding } from './framework-errors.js';
 import { originForm, targetProblem } from './request-target.js';
 
 export interface ServerOptions {
@@ -197,7 +197,9 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     reply.header('x-request-id', request.id);
     for (const [name, value] of staticHeaders) reply.header(name, value);
     const badTarget = targetProblem(request.url);
-    done(badTarget === undefined ? undefined : new RequestRefused(badTarget));
+    if (badTarget !== undefined) return done(new RequestRefused(badTarget));
+    const coding = bodyContentCoding(request.headers);
+    done(coding === undefined ? undefined : new UnsupportedContentCoding(coding));
   });
   if (o.fastPath || o.formFastPath) {
     const fastPath = o.fastPath ?? (() => undefined);
@@ -245,6 +247,8 @@ function answerFormsBesideFastify(
     const { headers } = request;
     const length = Number(headers['content-length']);
     if (headers['content-type'] !== FORM_TYPE || headers['transfer-encoding'] !== undefined) return false;
+    // A compressed body goes to Fastify, which refuses it (415) before reading it.
+    if (headers['content-encoding'] !== undefined) return false;
     if (!Number.isInteger(length) || length > bodyLimit) return false;
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));

@@ -243,6 +243,11 @@ function jsonRpcOf(error: ErrorClass): [code: number, message: string] {
       return [JSON_RPC_ERRORS.serverError, 'Payload Too Large: the request body is too large'];
     case 'unsupported_media_type':
       return [JSON_RPC_ERRORS.serverError, 'Unsupported Media Type: Content-Type must be application/json'];
+    case 'unsupported_content_coding':
+      return [
+        JSON_RPC_ERRORS.serverError,
+        `Unsupported Media Type: send the body uncompressed (Content-Encoding ${error.coding} is not accepted)`,
+      ];
     case 'invalid_json':
       return [
         JSON_RPC_ERRORS.parseError,
