@@ -2,7 +2,8 @@ import { mintConnectionAccessToken } from '../../src/auth/access-token.js';
 import { ACCESS_TOKEN_TYPE, AGENCY_MCP_CLIENT_ID } from '../../src/auth/token-exchange.js';
 import { activateGrant, type ConnectionRow, createPendingConnection } from '../../src/domain/connections.js';
 import { ROLE_PERMISSIONS } from '../../src/domain/permissions.js';
-import { signIn, type TestServer } from '../helpers/harness.js';
+import { afterAll, beforeAll } from 'vitest';
+import { signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 
 export const AGENCY_SECRET = 'test-agency-mcp-secret-0123456789abcdef';
 
@@ -137,4 +138,18 @@ export const WRITE_TOOLS = [
 /** A bearer token for each MCP host: a session token for the user server, an agency access token for the agency one. */
 export async function mcpTokens(server: TestServer): Promise<{ mcp: string; agencyMcp: string }> {
   return { mcp: (await signIn(server)).token, agencyMcp: (await grant(server)).token };
+}
+
+/**
+ * A server for the enclosing file or describe, and a bearer token for each of its MCP hosts (`mcpTokens`): started
+ * before its tests, closed after them. Read `server` and `token` inside tests, once the hooks have run.
+ */
+export function serverWithMcpTokens(): { server: TestServer; token: { mcp: string; agencyMcp: string } } {
+  const env = {} as { server: TestServer; token: { mcp: string; agencyMcp: string } };
+  beforeAll(async () => {
+    env.server = await startTestServer();
+    env.token = await mcpTokens(env.server);
+  });
+  afterAll(() => env.server?.close());
+  return env;
 }

@@ -1,7 +1,7 @@
 import { gzipSync } from 'node:zlib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mcpTokens } from '../agency-mcp/helpers.js';
-import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+import { describe, expect, it } from 'vitest';
+import { serverWithMcpTokens } from '../agency-mcp/helpers.js';
+import { ENGINE } from '../helpers/harness.js';
 
 /**
  * A compressed request body (`Content-Encoding: gzip`), which no surface decodes: refused with 415 and
@@ -9,14 +9,7 @@ import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js'
  * Before, it was read as it came, and the client was told its JSON or its form was broken.
  */
 
-let server: TestServer;
-let token: { mcp: string; agencyMcp: string };
-
-beforeAll(async () => {
-  server = await startTestServer();
-  token = await mcpTokens(server);
-});
-afterAll(() => server?.close());
+const env = serverWithMcpTokens();
 
 const SIGN_IN = JSON.stringify({ username: 'ada', password: 'ada-demo-password' });
 const TOOL_CALL = JSON.stringify({
@@ -36,7 +29,7 @@ function post(url: string, type: string, body: string, headers: Record<string, s
 
 describe(`compressed request bodies (${ENGINE})`, () => {
   it('the session API: 415 unsupported_media_type naming content-encoding (was 400 invalid_json)', async () => {
-    const res = await post(`${server.url.auth}/api/sessions`, 'application/json', SIGN_IN);
+    const res = await post(`${env.server.url.auth}/api/sessions`, 'application/json', SIGN_IN);
     expect(res.status).toBe(415);
     expect(res.headers.get('accept-encoding')).toBe('identity');
     expect(await res.json()).toMatchObject({
@@ -46,7 +39,7 @@ describe(`compressed request bodies (${ENGINE})`, () => {
 
   it('the token endpoint: 415 in the RFC 6749 shape', async () => {
     const form = 'grant_type=refresh_token&refresh_token=x&client_id=y';
-    const res = await post(`${server.url.auth}/oauth/token`, 'application/x-www-form-urlencoded', form);
+    const res = await post(`${env.server.url.auth}/oauth/token`, 'application/x-www-form-urlencoded', form);
     expect(res.status).toBe(415);
     expect(res.headers.get('accept-encoding')).toBe('identity');
     expect(await res.json()).toEqual({
@@ -57,8 +50,8 @@ describe(`compressed request bodies (${ENGINE})`, () => {
 
   for (const surface of ['mcp', 'agencyMcp'] as const) {
     it(`${surface}: 415 as JSON-RPC (was -32700, a parse error)`, async () => {
-      const res = await post(`${server.url[surface]}/mcp`, 'application/json', TOOL_CALL, {
-        authorization: `Bearer ${token[surface]}`,
+      const res = await post(`${env.server.url[surface]}/mcp`, 'application/json', TOOL_CALL, {
+        authorization: `Bearer ${env.token[surface]}`,
         accept: 'application/json, text/event-stream',
         'mcp-protocol-version': '2025-11-25',
       });
@@ -72,7 +65,7 @@ describe(`compressed request bodies (${ENGINE})`, () => {
   }
 
   it('Content-Encoding: identity is the body as it is', async () => {
-    const res = await fetch(`${server.url.auth}/api/sessions`, {
+    const res = await fetch(`${env.server.url.auth}/api/sessions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'content-encoding': 'identity' },
       body: SIGN_IN,

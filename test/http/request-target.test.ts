@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mcpTokens } from '../agency-mcp/helpers.js';
-import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+import { describe, expect, it } from 'vitest';
+import { serverWithMcpTokens } from '../agency-mcp/helpers.js';
+import { ENGINE } from '../helpers/harness.js';
 import { rawRequest, type RawResponse } from '../helpers/raw-http.js';
 
 /**
@@ -9,14 +9,7 @@ import { rawRequest, type RawResponse } from '../helpers/raw-http.js';
  * from the target; a target that is neither form is refused in the surface's error shape.
  */
 
-let server: TestServer;
-let token: { mcp: string; agencyMcp: string };
-
-beforeAll(async () => {
-  server = await startTestServer();
-  token = await mcpTokens(server);
-});
-afterAll(() => server?.close());
+const env = serverWithMcpTokens();
 
 const hostOf = (base: string) => new URL(base).host;
 
@@ -50,8 +43,8 @@ function jsonRpc(answer: RawResponse): {
 
 describe(`absolute-form request targets (${ENGINE})`, () => {
   it('REST: GET http://host/me answers as GET /me', async () => {
-    const base = server.url.api;
-    const headers: [string, string][] = [['Authorization', `Bearer ${token.mcp}`]];
+    const base = env.server.url.api;
+    const headers: [string, string][] = [['Authorization', `Bearer ${env.token.mcp}`]];
     const origin = await rawRequest(`${base}/me`, { headers });
     const absolute = await rawRequest(base, { target: `http://${hostOf(base)}/me`, headers });
     expect(origin.status).toBe(200);
@@ -65,25 +58,25 @@ describe(`absolute-form request targets (${ENGINE})`, () => {
 
   for (const surface of ['mcp', 'agencyMcp'] as const) {
     it(`${surface}: POST http://host/mcp initializes as POST /mcp does (it was a 500)`, async () => {
-      const base = server.url[surface];
-      const origin = await initialize(base, '/mcp', token[surface]);
-      const absolute = await initialize(base, `http://${hostOf(base)}/mcp`, token[surface]);
+      const base = env.server.url[surface];
+      const origin = await initialize(base, '/mcp', env.token[surface]);
+      const absolute = await initialize(base, `http://${hostOf(base)}/mcp`, env.token[surface]);
       expect(absolute.status).toBe(200);
       expect(jsonRpc(absolute).result).toEqual(jsonRpc(origin).result);
       expect(jsonRpc(absolute).result?.serverInfo.name).toMatch(/^svc-/);
     });
 
     it(`${surface}: the target's host is the one checked against DNS rebinding, not the Host header`, async () => {
-      const answer = await initialize(server.url[surface], 'http://evil.example/mcp', token[surface]);
+      const answer = await initialize(env.server.url[surface], 'http://evil.example/mcp', env.token[surface]);
       expect(answer.status).toBe(403);
       expect(jsonRpc(answer).error?.message).toBe('Invalid Host: evil.example');
     });
   }
 
   it('the access log records the path, not the absolute target', async () => {
-    const base = server.url.api;
+    const base = env.server.url.api;
     await rawRequest(base, { target: `http://${hostOf(base)}/health?probe=absolute-form` });
-    const line = server.logs.lines.findLast((l) => l['msg'] === 'request' && l['route'] === '/health');
+    const line = env.server.logs.lines.findLast((l) => l['msg'] === 'request' && l['route'] === '/health');
     expect(line?.['path']).toBe('/health');
   });
 });
@@ -94,13 +87,13 @@ describe(`request targets that are neither a path nor an http(s) URI (${ENGINE})
 
   for (const target of ['ftp://example.com/mcp', 'http://user@127.0.0.1/mcp']) {
     it(`${target}: 400 in the REST shape on the API`, async () => {
-      const answer = await rawRequest(server.url.api, { target });
+      const answer = await rawRequest(env.server.url.api, { target });
       expect(answer.status).toBe(400);
       expect(answer.json()).toMatchObject({ error: { code: 'invalid_request', message: reason } });
     });
 
     it(`${target}: 400 as JSON-RPC on both MCP hosts`, async () => {
-      for (const base of [server.url.mcp, server.url.agencyMcp]) {
+      for (const base of [env.server.url.mcp, env.server.url.agencyMcp]) {
         const answer = await initialize(base, target);
         expect(answer.status).toBe(400);
         expect(jsonRpc(answer).error?.message).toBe(`Bad Request: ${reason}`);

@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mcpTokens } from '../agency-mcp/helpers.js';
-import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+import { describe, expect, it } from 'vitest';
+import { serverWithMcpTokens } from '../agency-mcp/helpers.js';
+import { ENGINE } from '../helpers/harness.js';
 import { rawRequest, type RawResponse } from '../helpers/raw-http.js';
 
 /**
@@ -10,16 +10,9 @@ import { rawRequest, type RawResponse } from '../helpers/raw-http.js';
  * got 406, and `text/event-stream;q=0` was served a stream.
  */
 
-let server: TestServer;
-let token: { mcp: string; agencyMcp: string };
+const env = serverWithMcpTokens();
 /** The tool each host answers on its fast path. */
 const TOOL = { mcp: 'get_me', agencyMcp: 'list_clients' };
-
-beforeAll(async () => {
-  server = await startTestServer();
-  token = await mcpTokens(server);
-});
-afterAll(() => server?.close());
 
 /** A 2025-11-25 request to `surface` with `accept` (none when undefined). */
 function call(
@@ -31,10 +24,10 @@ function call(
     method === 'initialize'
       ? { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } }
       : { name: TOOL[surface], arguments: {} };
-  return rawRequest(`${server.url[surface]}/mcp`, {
+  return rawRequest(`${env.server.url[surface]}/mcp`, {
     method: 'POST',
     headers: [
-      ['Authorization', `Bearer ${token[surface]}`],
+      ['Authorization', `Bearer ${env.token[surface]}`],
       ['Content-Type', 'application/json'],
       ['MCP-Protocol-Version', '2025-11-25'],
       ...(accept === undefined ? [] : ([['Accept', accept]] as [string, string][])),

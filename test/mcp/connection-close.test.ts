@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mcpTokens } from '../agency-mcp/helpers.js';
-import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { describe, expect, it } from 'vitest';
+import { serverWithMcpTokens } from '../agency-mcp/helpers.js';
+import { ENGINE, signIn, startTestServer } from '../helpers/harness.js';
 
 /**
  * `Connection: close` on the MCP hosts' event-stream answers (the 2025-11-25 era answers `initialize` as one): the SDK
@@ -48,19 +48,13 @@ const head = (base: string, token: string, connection?: string) =>
   ].join('\r\n') + '\r\n\r\n';
 
 describe(`a client's Connection: close on an event-stream answer (${ENGINE})`, () => {
-  let server: TestServer;
-  let token: { mcp: string; agencyMcp: string };
-  beforeAll(async () => {
-    server = await startTestServer();
-    token = await mcpTokens(server);
-  });
-  afterAll(() => server?.close());
+  const env = serverWithMcpTokens();
 
   for (const surface of ['mcp', 'agencyMcp'] as const) {
     it(`${surface}: the answer says close, and the server closes the connection after it`, async () => {
-      const base = server.url[surface];
+      const base = env.server.url[surface];
       const { socket, written } = held(base);
-      socket.write(head(base, token[surface], 'close') + INITIALIZE);
+      socket.write(head(base, env.token[surface], 'close') + INITIALIZE);
       const { text, closedByServer } = await written;
       expect(text).toMatch(/^HTTP\/1\.1 200 /);
       expect(text).toMatch(/\r\ncontent-type: text\/event-stream\r\n/i);
