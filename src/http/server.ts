@@ -247,8 +247,8 @@ function answerFormsBesideFastify(
     const { headers } = request;
     const length = Number(headers['content-length']);
     if (headers['content-type'] !== FORM_TYPE || headers['transfer-encoding'] !== undefined) return false;
-    // A compressed body goes to Fastify, which refuses it (415) before reading it.
-    if (headers['content-encoding'] !== undefined) return false;
+    // A compressed body goes to Fastify, which refuses it (415) before reading it: the same rule, not a second one.
+    if (bodyContentCoding(headers) !== undefined) return false;
     if (!Number.isInteger(length) || length > bodyLimit) return false;
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));

@@ -48,6 +48,17 @@ describe(`compressed request bodies (${ENGINE})`, () => {
     });
   });
 
+  it("the token endpoint's fast path too: a form labelled gzip is not read, even when it was sent plain", async () => {
+    // Read as it came, it was answered by the form fast path (invalid_grant), where Fastify's path said 415.
+    const res = await fetch(`${env.server.url.auth}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-encoding': 'gzip' },
+      body: 'grant_type=refresh_token&refresh_token=x&client_id=y',
+    });
+    expect(res.status).toBe(415);
+    expect(await res.json()).toMatchObject({ error: 'invalid_request' });
+  });
+
   for (const surface of ['mcp', 'agencyMcp'] as const) {
     it(`${surface}: 415 as JSON-RPC (was -32700, a parse error)`, async () => {
       const res = await post(`${env.server.url[surface]}/mcp`, 'application/json', TOOL_CALL, {
