@@ -12,9 +12,8 @@ import { isLoopbackRedirect } from './redirect-uri.js';
 
 type Markup = ReturnType<typeof markup>;
 
-const appName = (req: AuthorizationRequest) => req.client.name ?? req.client.clientId;
 /** The app's name inside a sentence: its author's, in any script, so isolated (web/html.ts). */
-const app = (req: AuthorizationRequest) => isolated(appName(req));
+const app = (req: AuthorizationRequest) => isolated(req.client.name ?? req.client.clientId);
 
 /** Which of the member's agencies the application should act in. */
 export function agencyChoiceView(req: AuthorizationRequest, memberships: MembershipView[]): Markup {

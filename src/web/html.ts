@@ -45,9 +45,8 @@ export const isolated = (name: string): Html => markup`<bdi>${name}</bdi>`;
 /** "See clients" → "see clients": a label placed inside a sentence. */
 export const lowerFirst = (s: string): string => s.charAt(0).toLowerCase() + s.slice(1);
 
-/** A title as the browser's tab shows it: plain text, a name's isolation dropped (`<title>` holds no markup). */
-const plainTitle = (title: string | Html): string =>
-  title instanceof Html ? title.value.replace(/<\/?bdi>/g, '') : esc(title);
+/** A title as the browser's tab shows it: its text, escaped, without tags (`<title>` holds no markup). */
+const plainTitle = (title: string | Html): string => render(title).replace(/<[^>]*>/g, '');
 
 export function layout(o: {
   /** Markup only to isolate a name inside it (`isolated`); the page's heading keeps it, the tab's title does not. */
@@ -74,7 +73,7 @@ export function layout(o: {
 <body>
 <header><p class="brand">Svc agent access</p>${nav}</header>
 <main>
-<h1>${o.title instanceof Html ? o.title.value : esc(o.title)}</h1>
+<h1>${render(o.title)}</h1>
 ${o.body.value}
 </main>
 </body>

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/client';
 import type { TestServer } from '../helpers/harness.js';
+import { unescapeHtml } from '../helpers/page-text.js';
 import { connectClient, MODERN } from '../helpers/mcp.js';
 
 /** A minimal cookie-keeping HTTP client that does not follow redirects: a browser without JavaScript. */
@@ -98,12 +99,7 @@ export function authorizeQuery(server: TestServer, o: FlowOptions, challenge: st
 export function hidden(page: string, name: string): string {
   const m = new RegExp(`name="${name}" value="([^"]*)"`).exec(page);
   if (!m) throw new Error(`no hidden ${name} in page`);
-  return m[1]!
-    .replace(/&amp;/g, '&')
-    .replace(/&quot;/g, '"')
-    .replace(/&#39;/g, "'")
-    .replace(/&lt;/g, '<')
-    .replace(/&gt;/g, '>');
+  return unescapeHtml(m[1]!);
 }
 
 /** Agency ids by name. */
