@@ -7,6 +7,11 @@ import type { IncomingMessage } from 'node:http';
  * and the access log would each meet `http://host/mcp` where they expect `/mcp` (the MCP endpoints answered it 500).
  * It is rewritten once, before routing (Fastify's `rewriteUrl`), and an origin server then takes the host from the
  * target, not from the Host header (RFC 9112 §3.2.2), so the MCP hosts' DNS-rebinding check judges that host.
+ *
+ * A path whose percent-encoding does not decode (`/me%`, `/%zz`, `%ED%A0%80`, which is no UTF-8) made Fastify's
+ * router answer by itself, on every surface: its own JSON (`FST_ERR_BAD_URL`), without the surface's error shape, the
+ * request id or an access-log line. Such a path is routed with its `%` taken literally, so that it reaches the
+ * surface it names, whose error handler then renders `targetProblem`'s 400.
  */
 
 /** RFC 9112 §3.2 / RFC 3986 §3.2.2: `host[:port]`, a registered name or an IP literal, nothing else (no userinfo). */
@@ -25,19 +30,38 @@ const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)(.*)$/i;
  */
 export function originForm(request: IncomingMessage): string {
   const target = request.url ?? '/';
-  if (target.charCodeAt(0) === 47 /* '/' */) return target;
+  if (target.charCodeAt(0) === 47 /* '/' */) return decodablePath(request, target);
   const absolute = ABSOLUTE_FORM.exec(target);
   if (!absolute || !isHostValue(absolute[1]!)) return target;
   request.headers.host = absolute[1]!;
   const rest = absolute[2]!;
-  return rest.charCodeAt(0) === 47 ? rest : `/${rest}`;
+  return decodablePath(request, rest.charCodeAt(0) === 47 ? rest : `/${rest}`);
+}
+
+/** Requests whose path did not decode, as `originForm` found them, for `targetProblem`. */
+const undecodable = new WeakSet<IncomingMessage>();
+
+/** `target`, or, when its path's percent-encoding does not decode, the same with each `%` of the path as `%25`. */
+function decodablePath(request: IncomingMessage, target: string): string {
+  const query = target.indexOf('?');
+  const path = query === -1 ? target : target.slice(0, query);
+  if (!path.includes('%')) return target;
+  try {
+    decodeURIComponent(path);
+    return target;
+  } catch {
+    undecodable.add(request);
+    return path.replaceAll('%', '%25') + target.slice(path.length);
+  }
 }
 
 /**
- * Why a target, after `originForm`, cannot be served (→ 400), or undefined. `*` (RFC 9110 §9.3.7, OPTIONS about the
- * server as a whole) passes, to be answered as any path no route has.
+ * Why `request`'s target, after `originForm` (`target`), cannot be served (→ 400), or undefined. `*` (RFC 9110
+ * §9.3.7, OPTIONS about the server as a whole) passes, to be answered as any path no route has.
  */
-export function targetProblem(target: string): string | undefined {
+export function targetProblem(request: IncomingMessage, target: string): string | undefined {
+  if (undecodable.has(request))
+    return "The request target's path has a percent-encoding that does not decode to UTF-8 (RFC 3986 §2.1, §2.5)";
   if (target.charCodeAt(0) === 47 || target === '*') return undefined;
   return 'The request target must be a path or an absolute http(s) URI without userinfo (RFC 9112 §3.2)';
 }

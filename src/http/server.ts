@@ -181,7 +181,10 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     // Retry-After. Connections idle at that moment are closed at once.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
-    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
+    // No path parameter is refused for its length before its route reads it (Fastify's router answered a long one with
+    // its own JSON, FST_ERR_MAX_PARAM_LENGTH, in no surface's shape): the header limit bounds the whole target, and
+    // every route checks its ids (an unknown one is that route's 404).
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: config.maxHeaderBytes },
     // An absolute-form target (`GET http://host/me`) is routed, logged and served as its origin-form (RFC 9112 §3.2.2).
     rewriteUrl: originForm,
     clientErrorHandler(err, socket) {
@@ -196,7 +199,7 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     for (const [name, value] of staticHeaders) reply.header(name, value);
-    const badTarget = targetProblem(request.url);
+    const badTarget = targetProblem(request.raw, request.url);
     if (badTarget !== undefined) return done(new RequestRefused(badTarget));
     const coding = bodyContentCoding(request.headers);
     done(coding === undefined ? undefined : new UnsupportedContentCoding(coding));

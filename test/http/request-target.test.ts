@@ -101,3 +101,64 @@ describe(`request targets that are neither a path nor an http(s) URI (${ENGINE})
     });
   }
 });
+
+describe(`paths whose percent-encoding does not decode (${ENGINE})`, () => {
+  // Fastify's router answered each of these itself, with its own JSON (FST_ERR_BAD_URL), no request id and no
+  // access-log line, on every surface.
+  const reason =
+    "The request target's path has a percent-encoding that does not decode to UTF-8 (RFC 3986 §2.1, §2.5)";
+
+  it('REST: 400 invalid_request with the request id, and an access-log line', async () => {
+    for (const target of [
+      '/me%',
+      '/%zz',
+      '/me%ED%A0%80',
+      `http://${hostOf(env.server.url.api)}/me%C0%AF?x=1`,
+    ]) {
+      const answer = await rawRequest(env.server.url.api, { target });
+      expect(answer.status, target).toBe(400);
+      expect(answer.json(), target).toEqual({
+        error: {
+          type: 'invalid_request_error',
+          code: 'invalid_request',
+          message: reason,
+          request_id: answer.header('x-request-id'),
+        },
+      });
+    }
+    const line = env.server.logs.lines.findLast((l) => l['msg'] === 'request' && l['status'] === 400);
+    expect(line).toMatchObject({ surface: 'api', method: 'GET' });
+  });
+
+  it('both MCP hosts: 400 as JSON-RPC', async () => {
+    for (const base of [env.server.url.mcp, env.server.url.agencyMcp]) {
+      for (const target of ['/mcp%ED', '/mcp/%zz']) {
+        const answer = await initialize(base, target, env.token.mcp);
+        expect(answer.status, target).toBe(400);
+        expect(jsonRpc(answer).error?.message, target).toBe(`Bad Request: ${reason}`);
+      }
+    }
+  });
+
+  it("the authorization server: a page on the member's pages, RFC 6749's shape under /oauth, REST's on the dashboard API", async () => {
+    const base = env.server.url.auth;
+    const page = await rawRequest(base, { target: '/dashboard/agencies/%zz/members' });
+    expect(page.status).toBe(400);
+    expect(page.header('content-type')).toMatch(/^text\/html/);
+    const oauth = await rawRequest(base, { target: '/oauth/%ED%A0%80' });
+    expect(oauth.status).toBe(400);
+    expect(oauth.json()).toEqual({ error: 'invalid_request', error_description: reason });
+    const api = await rawRequest(base, { target: '/api/agencies/%ED%A0%80/clients' });
+    expect(api.status).toBe(400);
+    expect(api.json()).toMatchObject({ error: { code: 'invalid_request', message: reason } });
+  });
+
+  it('a path parameter of any length reaches its route, which answers for an id it does not know', async () => {
+    // Over 200 characters, Fastify's router answered 414 with its own JSON (FST_ERR_MAX_PARAM_LENGTH).
+    const answer = await rawRequest(env.server.url.auth, {
+      target: `/api/agencies/${'x'.repeat(300)}/clients`,
+    });
+    expect(answer.status).toBe(404);
+    expect(answer.json()).toMatchObject({ error: { code: 'resource_not_found', param: 'agency_id' } });
+  });
+});
