@@ -194,6 +194,7 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
   if (config.maxConnectionsPerIp > 0) capConnectionsPerPeer(app, config.maxConnectionsPerIp, proxies, log);
   endConnectionsOnClose(app);
   refuseLargeBodiesBeforeContinue(app, config.bodyLimitBytes);
+  serveUnknownExpectations(app);
   // One callback-style hook (an async hook costs a promise per request): the request id and the surface's static headers.
   const staticHeaders = Object.entries(o.responseHeaders ?? {});
   app.addHook('onRequest', (request, reply, done) => {
@@ -397,6 +398,18 @@ function capConnectionsPerPeer(
 function refuseLargeBodiesBeforeContinue(app: FastifyInstance, bodyLimitBytes: number): void {
   app.server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
     if (!(Number(request.headers['content-length']) > bodyLimitBytes)) response.writeContinue();
+    app.server.emit('request', request, response);
+  });
+}
+
+/**
+ * An `Expect` other than 100-continue, an empty one included: node:http answered it 417 by itself, whatever the
+ * request — no request id, no body, no access-log line, in no surface's shape. RFC 9110 §10.1.1 lets a server answer
+ * an expectation it does not know with 417 or serve the request; no other expectation is defined, and none would
+ * change what a route answers, so the request is served as if the field were absent.
+ */
+function serveUnknownExpectations(app: FastifyInstance): void {
+  app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
     app.server.emit('request', request, response);
   });
 }

@@ -1,14 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant } from '../agency-mcp/helpers.js';
 import { agencyIds, Browser, connect, pkce, register } from '../auth/oauth-helpers.js';
-import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 import { jsonRpcOf, post } from '../helpers/mcp.js';
+import { rawRequest } from '../helpers/raw-http.js';
 
 /**
  * A sweep of hostile values through every parameter a client writes: each agency tool's arguments, the authorization,
  * token, revocation and registration endpoints' parameters (each replaced, repeated and left out), the session API's
- * body, and the member pages' paths and forms (signed in, with a valid CSRF token, so that the values reach the
- * handlers). Whatever the value, the answer is the surface's normal answer or its refusal in its own shape — never a
+ * body, the member pages' paths and forms (signed in, with a valid CSRF token, so that the values reach the
+ * handlers), and the request headers the surfaces read, on a request of each. Whatever the value, the answer is the surface's normal answer or its refusal in its own shape — never a
  * 5xx, never an error in the log. The specific attacks have tests of their own; this is the net under them (a NUL in a
  * task's title was once a 500 on PostgreSQL).
  */
@@ -317,6 +318,104 @@ describe(`hostile input on every surface (${ENGINE})`, () => {
     // Still signed in: the sweep reached the handlers, not the sign-in page.
     expect((await member.get('/dashboard')).status).toBe(200);
     expect(findings.all()).toEqual([]);
+  });
+});
+
+describe(`hostile request headers on every surface (${ENGINE})`, () => {
+  const HEADERS = [
+    'Authorization',
+    'Cookie',
+    'MCP-Protocol-Version',
+    'Svc-Version',
+    'Accept',
+    'Content-Type',
+    'Content-Encoding',
+    'Origin',
+    'Mcp-Method',
+    'Mcp-Name',
+    'Mcp-Session-Id',
+    'Last-Event-ID',
+    'If-None-Match',
+    'X-Forwarded-For',
+    'Expect',
+  ];
+  const VALUES = [
+    '',
+    'x'.repeat(8000),
+    'Ã©', // UTF-8 bytes, read by node:http as Latin-1
+    'a, b',
+    'null; x=y',
+    '*/*',
+    'Bearer ',
+    'Bearer a b',
+    `bearer ${'a'.repeat(4000)}`,
+    'Basic !!!',
+    '2025-11-25, 2026-07-28',
+    '9999-99-99',
+    'http://evil.example',
+    'text/event-stream;q=0',
+    'application/json; charset=utf-16',
+    '__Host-svc_session=x; svc_csrf=y',
+  ];
+
+  it('a normal answer or a refusal, with the request id, never a 5xx and never without an answer', async () => {
+    const s = server;
+    const { token } = await signIn(s);
+    const agencyToken = (await grant(s)).token;
+    const toolCall = (name: string) =>
+      JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: {} } });
+    const mcpHeaders = (bearer: string): [string, string][] => [
+      ['Authorization', `Bearer ${bearer}`],
+      ['Content-Type', 'application/json'],
+      ['Accept', 'application/json, text/event-stream'],
+      ['MCP-Protocol-Version', '2025-11-25'],
+    ];
+    const requests: { url: string; method: string; headers: [string, string][]; body?: string }[] = [
+      { url: `${s.url.api}/me`, method: 'GET', headers: [['Authorization', `Bearer ${token}`]] },
+      { url: `${s.url.api}/health`, method: 'GET', headers: [] },
+      { url: `${s.url.mcp}/mcp`, method: 'POST', headers: mcpHeaders(token), body: toolCall('get_me') },
+      {
+        url: `${s.url.agencyMcp}/mcp`,
+        method: 'POST',
+        headers: mcpHeaders(agencyToken),
+        body: toolCall('list_clients'),
+      },
+      { url: `${s.url.agencyMcp}/.well-known/oauth-protected-resource/mcp`, method: 'GET', headers: [] },
+      { url: `${s.url.auth}/dashboard`, method: 'GET', headers: [] },
+      {
+        url: `${s.url.auth}/oauth/token`,
+        method: 'POST',
+        headers: [['Content-Type', 'application/x-www-form-urlencoded']],
+        body: 'grant_type=refresh_token&refresh_token=x&client_id=y',
+      },
+      {
+        url: `${s.url.auth}/api/sessions`,
+        method: 'POST',
+        headers: [['Content-Type', 'application/json']],
+        body: JSON.stringify({ username: 'ada', password: 'ada-demo-password' }),
+      },
+    ];
+    const found: string[] = [];
+    let sent = 0;
+    for (const request of requests) {
+      for (const name of HEADERS) {
+        for (const value of VALUES) {
+          const headers = request.headers.filter(([h]) => h.toLowerCase() !== name.toLowerCase());
+          headers.push([name, value]);
+          const answer = await rawRequest(request.url, {
+            method: request.method,
+            headers,
+            ...(request.body === undefined ? {} : { body: request.body }),
+          });
+          sent++;
+          if (answer.status >= 500 || !answer.header('x-request-id'))
+            found.push(`${request.method} ${request.url} ${name}: ${value.slice(0, 30)} → ${answer.status}`);
+        }
+      }
+    }
+    expect(sent).toBe(requests.length * HEADERS.length * VALUES.length);
+    const errors = server.logs.lines.filter((l) => Number(l['level']) >= 50);
+    expect([...found, ...errors.map((e) => JSON.stringify(e).slice(0, 400))]).toEqual([]);
   });
 });
 
