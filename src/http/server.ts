@@ -195,6 +195,7 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
   endConnectionsOnClose(app);
   refuseLargeBodiesBeforeContinue(app, config.bodyLimitBytes);
   serveUnknownExpectations(app);
+  refuseTunnels(app, log, o);
   // One callback-style hook (an async hook costs a promise per request): the request id and the surface's static headers.
   const staticHeaders = Object.entries(o.responseHeaders ?? {});
   app.addHook('onRequest', (request, reply, done) => {
@@ -444,6 +445,8 @@ function endConnectionsOnClose(app: FastifyInstance): void {
 type ParserRefusal = [status: number, code: ErrorCode, reason: string, message: string];
 
 /** How each refusal of Node's HTTP parser is answered, by its error code; anything else is a 400. */
+/** The code `refuseTunnels` refuses a CONNECT with (node's own codes start with HPE_ or ERR_). */
+const TUNNEL_REFUSED = 'SVC_CONNECT_REFUSED';
 const PARSER_REFUSALS: Record<string, ParserRefusal> = {
   HPE_HEADER_OVERFLOW: [
     431,
@@ -452,15 +455,34 @@ const PARSER_REFUSALS: Record<string, ParserRefusal> = {
     'The request headers are too large',
   ],
   ERR_HTTP_REQUEST_TIMEOUT: [408, 'request_timeout', 'Request Timeout', 'The request was not sent in time'],
+  [TUNNEL_REFUSED]: [
+    400,
+    'invalid_request',
+    'Bad Request',
+    'CONNECT is not served: this server opens no tunnels (RFC 9110 §9.3.6)',
+  ],
 };
 const BAD_SYNTAX: ParserRefusal = [400, 'invalid_request', 'Bad Request', 'The request could not be parsed'];
 
-/** Every status a request refused by the parser can get (the metrics export each from the start). */
-export const PARSER_REFUSAL_STATUSES = [...Object.values(PARSER_REFUSALS), BAD_SYNTAX].map(
-  ([status]) => status,
-);
+/**
+ * CONNECT (RFC 9110 §9.3.6) asks for a tunnel, which no surface opens. Without a listener for it, node:http closed the
+ * socket without an answer; it is refused as the parser's refusals are, in the surface's shape, then closed.
+ */
+function refuseTunnels(app: FastifyInstance, log: FastifyBaseLogger, o: ServerOptions): void {
+  app.server.on('connect', (_request: IncomingMessage, socket: Socket) => {
+    writeConnectionError(log, Object.assign(new Error('CONNECT'), { code: TUNNEL_REFUSED }), socket, o);
+  });
+}
 
-/** Node's parser refused the request (headers too large, bad syntax): answer in the error shape, then close. */
+/** Every status a request refused by the parser can get (the metrics export each from the start). */
+export const PARSER_REFUSAL_STATUSES = [
+  ...new Set([...Object.values(PARSER_REFUSALS), BAD_SYNTAX].map(([status]) => status)),
+];
+
+/**
+ * Node's parser refused the request (headers too large, bad syntax), or it was a CONNECT: answer in the error shape,
+ * then close.
+ */
 function writeConnectionError(
   log: FastifyBaseLogger,
   err: NodeJS.ErrnoException,

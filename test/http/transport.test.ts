@@ -2,6 +2,7 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant } from '../agency-mcp/helpers.js';
 import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { rawRequest } from '../helpers/raw-http.js';
 
 /**
  * Transport bounds on every surface, through raw sockets: a request whose body never finishes is cut within
@@ -211,4 +212,23 @@ describe(`an Expect other than 100-continue (${ENGINE})`, () => {
       requestId: /^x-request-id: (\S+)\r$/im.exec(text)?.[1],
     };
   }
+});
+
+describe(`CONNECT (${ENGINE})`, () => {
+  // node:http, with no listener for CONNECT, closed the socket without an answer.
+  it("is refused with a 400 in each surface's shape, with the request id", async () => {
+    for (const surface of SURFACES) {
+      const answer = await rawRequest(server.url[surface], { method: 'CONNECT', target: '127.0.0.1:443' });
+      expect(answer.status, surface).toBe(400);
+      const requestId = answer.header('x-request-id');
+      expect(requestId).toMatch(/^req_/);
+      const message = 'CONNECT is not served: this server opens no tunnels (RFC 9110 §9.3.6)';
+      if (surface === 'mcp' || surface === 'agencyMcp')
+        expect(answer.json()).toMatchObject({ jsonrpc: '2.0', error: { message } });
+      else
+        expect(answer.json()).toEqual({
+          error: { type: 'invalid_request_error', code: 'invalid_request', message, request_id: requestId },
+        });
+    }
+  });
 });
