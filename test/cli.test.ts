@@ -110,8 +110,16 @@ describe('svc', () => {
       const postgres = await svc('migrate');
       expect(postgres).toMatchObject({
         code: 1,
-        err: 'svc: database "svc_no_such_database" does not exist (3D000)',
+        err: `svc: PostgreSQL (${url.hostname}:${url.port || '5432'}/svc_no_such_database): database "svc_no_such_database" does not exist (3D000)`,
       });
+      // A server that is not there: node-postgres's message named neither PostgreSQL nor, on a timeout, the address.
+      process.env['DATABASE_URL'] = 'postgres://svc:secret-password@127.0.0.1:1/svc';
+      const refused = await svc('migrate');
+      expect(refused.code).toBe(1);
+      expect(refused.err).toMatch(
+        /^svc: PostgreSQL \(127\.0\.0\.1:1\/svc\): connect ECONNREFUSED 127\.0\.0\.1:1/,
+      );
+      expect(refused.err).not.toContain('secret-password');
     } finally {
       Object.assign(process.env, saved);
       if (saved.DATABASE_URL === undefined) delete process.env['DATABASE_URL'];

@@ -8,6 +8,7 @@ import { type Config, ConfigError, loadConfig, SURFACES, type Surface, urlOf } f
 import type { AppContext } from '../context.js';
 import { toRfc3339 } from '../base/clock.js';
 import { DemoSeedRefused, seedDemo } from '../domain/demo-seed.js';
+import { isDependencyOutage } from '../http/dependency-outage.js';
 import { createSession } from '../domain/sessions.js';
 import { canonicalUsername, createUser, findUserByUsername, UserInputError } from '../domain/users.js';
 import { openStore } from '../store/database.js';
@@ -327,13 +328,28 @@ export async function main(argv: string[]): Promise<number> {
 
 /**
  * What stopped a command, in one line an operator can act on: the message, with the error's code when the message
- * lacks it, and for the embedded database's errors, where its file is. SQLite's own messages name neither: a full disk
- * stops `svc start` with "disk I/O error" (`SQLITE_IOERR_SHMSIZE`) over an existing database.
+ * lacks it, and where the database is. SQLite's own messages name neither code nor file: a full disk stops `svc
+ * start` with "disk I/O error" (`SQLITE_IOERR_SHMSIZE`) over an existing database. node-postgres's name no
+ * dependency: "connect ECONNREFUSED 127.0.0.1:5433", or "Connection terminated due to connection timeout" alone.
  */
 function failure(e: unknown, config: Config | undefined): string {
   if (!(e instanceof Error)) return String(e);
   const code = (e as { code?: unknown }).code;
-  if (typeof code !== 'string' || code === '' || e.message.includes(code)) return e.message;
+  const postgres =
+    config?.databaseUrl && isPostgresFailure(e) ? `PostgreSQL (${where(config.databaseUrl)}): ` : '';
+  if (typeof code !== 'string' || code === '' || e.message.includes(code)) return postgres + e.message;
   const embedded = code.startsWith('SQLITE_') && config !== undefined && !config.databaseUrl;
-  return `${e.message} (${code}${embedded ? `: the embedded database in ${config.dataDir}` : ''})`;
+  return `${postgres}${e.message} (${code}${embedded ? `: the embedded database in ${config.dataDir}` : ''})`;
+}
+
+/** An error of reaching PostgreSQL (a network error, a lost or slow connection) or one it answered (a SQLSTATE). */
+const isPostgresFailure = (e: Error): boolean =>
+  isDependencyOutage(e) || /^[0-9A-Z]{5}$/.test(String((e as { code?: unknown }).code));
+
+/** `host:port/database` of a PostgreSQL URL, never its user or password (a socket directory is its host). */
+function where(databaseUrl: string): string {
+  if (!URL.canParse(databaseUrl)) return 'DATABASE_URL';
+  const u = new URL(databaseUrl);
+  const host = u.hostname || u.searchParams.get('host') || 'localhost';
+  return `${host}:${u.port || '5432'}/${decodeURIComponent(u.pathname.slice(1))}`;
 }
