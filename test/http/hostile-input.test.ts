@@ -9,9 +9,9 @@ import { rawRequest } from '../helpers/raw-http.js';
  * A sweep of hostile values through every parameter a client writes: each agency tool's arguments, the authorization,
  * token, revocation and registration endpoints' parameters (each replaced, repeated and left out), the session API's
  * body, the member pages' paths and forms (signed in, with a valid CSRF token, so that the values reach the
- * handlers), and the request headers the surfaces read, on a request of each. Whatever the value, the answer is the surface's normal answer or its refusal in its own shape — never a
- * 5xx, never an error in the log. The specific attacks have tests of their own; this is the net under them (a NUL in a
- * task's title was once a 500 on PostgreSQL).
+ * handlers), and the request headers the surfaces read, on a request of each. Whatever the value, the answer is the
+ * surface's normal answer or its refusal in its own shape — never a 5xx, never an error in the log. The specific
+ * attacks have tests of their own; this is the net under them (a NUL in a task's title was once a 500 on PostgreSQL).
  */
 
 const STRINGS = [
