@@ -2,7 +2,7 @@ import { ROLES } from '../domain/permissions.js';
 import { isolated, markup } from '../web/html.js';
 import { timeView } from '../web/when.js';
 import { auditSentence } from './audit-sentences.js';
-import type { AgencyPage, HistoryPage, MembersPage, SettingsPage } from './dashboard-data.js';
+import type { AgencyPage, HistoryPage, MembersPage, RemovalPage, SettingsPage } from './dashboard-data.js';
 import { noticeView } from './notices.js';
 
 /** The pages of one agency: Members, Settings, History, with tabs between them and links to the other agencies. */
@@ -42,8 +42,7 @@ ${page.members.map((x) => {
   <select id="role-${x.id}" name="role">${ROLES.map((r) => markup`<option value="${r}"${r === x.role ? markup` selected` : ''}>${r}</option>`)}</select>
   <button type="submit">Change role</button>
 </form>
-<form method="post" action="/dashboard/members/${x.id}/remove">
-  <input type="hidden" name="csrf" value="${csrf}">
+<form method="get" action="/dashboard/members/${x.id}/remove">
   <button type="submit" aria-label="Remove ${x.username}">Remove</button>
 </form></li>`;
 })}
@@ -53,6 +52,24 @@ ${
     ? markup`<p class="muted">Changing a role narrows that member's connected apps to what the new role allows. Removing a member ends all their connections.</p>`
     : markup`<p class="muted">Only owners and admins change roles or remove members.</p>`
 }`;
+}
+
+export const removalTitle = (page: RemovalPage) =>
+  markup`Remove ${page.member.username} from ${isolated(page.current.agency.name)}?`;
+
+/**
+ * Removing a member asks first: it cannot be undone from the dashboard (no page adds a member), and on a phone its
+ * button sat a finger's width below "Change role".
+ */
+export function removalView(page: RemovalPage, csrf: string): Markup {
+  const { member } = page;
+  const agency = page.current.agency;
+  return markup`<p>${member.username} (${member.role}) will lose access to ${isolated(agency.name)}, and every app ${member.username} connected to it will be disconnected at once. This cannot be undone here.</p>
+<form method="post" action="/dashboard/members/${member.id}/remove" class="actions">
+  <input type="hidden" name="csrf" value="${csrf}">
+  <button type="submit" class="primary">Remove ${member.username}</button>
+  <a href="/dashboard/agencies/${agency.id}/members">Keep ${member.username}</a>
+</form>`;
 }
 
 export function settingsView(page: SettingsPage, csrf: string, notice: unknown): Markup {

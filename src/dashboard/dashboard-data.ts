@@ -1,6 +1,13 @@
 import type { ClientDescription, ClientRegistry } from '../auth/clients/registry.js';
 import type { AppContext } from '../context.js';
-import { listAgencyMembers, listMemberships, type MembershipView } from '../domain/agencies.js';
+import {
+  agencyOfMember,
+  listAgencyMembers,
+  listMemberships,
+  manageableMember,
+  MembershipError,
+  type MembershipView,
+} from '../domain/agencies.js';
 import { type AuditEntry, listAuditHistory } from '../domain/audit.js';
 import { type ConnectionRow, listLiveConnections } from '../domain/connections.js';
 import { effectivePermissions, parseList, type Permission, roleAllows } from '../domain/permissions.js';
@@ -98,6 +105,28 @@ export async function loadMembers(ctx: AppContext, userId: string, agencyId: str
     members: await listAgencyMembers(ctx.db, agencyId),
     canManage: roleAllows(page.current.member.role, 'members:manage'),
   };
+}
+
+export interface RemovalPage extends AgencyPage {
+  /** The member the signed-in owner or admin is asked to confirm removing. */
+  member: { id: string; username: string; role: string };
+}
+
+/**
+ * What removing a member asks before it acts: the agency and the member, when the signed-in user may remove them (a
+ * 404 page for no such member or an agency not theirs, a 403 page when their role may not).
+ */
+export async function loadRemoval(ctx: AppContext, userId: string, memberId: string): Promise<RemovalPage> {
+  const agencyId = await agencyOfMember(ctx.db, memberId);
+  if (agencyId === undefined) throw new PageError(404, 'Not found', 'No such member.');
+  const page = await loadAgencyPage(ctx, userId, agencyId);
+  try {
+    const { id, username, role } = await manageableMember(ctx.db, page.current.member, memberId);
+    return { ...page, member: { id, username, role } };
+  } catch (e) {
+    if (e instanceof MembershipError) throw new PageError(403, 'Not allowed', e.message);
+    throw e;
+  }
 }
 
 export interface SettingsPage extends AgencyPage {

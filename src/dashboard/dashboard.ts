@@ -14,9 +14,16 @@ import { isRole } from '../domain/permissions.js';
 import { type Html, PageError } from '../web/html.js';
 import { sendPage } from '../web/page-scope.js';
 import { signedInNav, type WebUser } from '../web/web-session.js';
-import { agencyPageTitle, historyView, membersView, settingsView } from './agency-pages.js';
+import {
+  agencyPageTitle,
+  historyView,
+  membersView,
+  removalTitle,
+  removalView,
+  settingsView,
+} from './agency-pages.js';
 import { CONNECTED_APPS_TITLE, connectedAppsView } from './connected-apps-page.js';
-import { loadConnectedApps, loadHistory, loadMembers, loadSettings } from './dashboard-data.js';
+import { loadConnectedApps, loadHistory, loadMembers, loadRemoval, loadSettings } from './dashboard-data.js';
 import type { Notice } from './notices.js';
 
 /**
@@ -77,6 +84,13 @@ export async function dashboardRoutes(
       const { agencyId, actor } = await actions.targetAndActor(user.userId, idParam(request));
       await changeRole(ctx, actor, idParam(request), role);
       return { to: `/dashboard/agencies/${agencyId}/members`, done: 'role-changed' };
+    }),
+  );
+
+  app.get('/dashboard/members/:id/remove', async (request, reply) =>
+    page(request, reply, async (userId, csrf) => {
+      const removal = await loadRemoval(ctx, userId, idParam(request));
+      return [removalTitle(removal), removalView(removal, csrf)];
     }),
   );
 

@@ -138,6 +138,26 @@ export function listAgencyMembers(db: Kysely<Database>, agencyId: string) {
     .execute();
 }
 
+/**
+ * The member `actor` may manage (change or remove), with their username, for a page that asks before acting; a
+ * MembershipError where `assertCanManage` would refuse the change itself.
+ */
+export async function manageableMember(
+  db: Kysely<Database>,
+  actor: MemberRow,
+  targetId: string,
+): Promise<MemberRow & { username: string }> {
+  const target = await db
+    .selectFrom('members')
+    .innerJoin('users', 'users.id', 'members.user_id')
+    .selectAll('members')
+    .select('users.username')
+    .where('members.id', '=', targetId)
+    .executeTakeFirst();
+  assertCanManage(actor, target);
+  return target!;
+}
+
 /** Checks that `actor` may manage `target`: members:manage, same agency, not oneself, owners only by owners. */
 function assertCanManage(actor: MemberRow, target: MemberRow | undefined, newRole?: Role): MemberRow {
   if (!roleAllows(actor.role, 'members:manage')) throw new MembershipError('You may not manage members');

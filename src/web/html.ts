@@ -120,7 +120,7 @@ button { font: inherit; padding: .45rem 1rem; border-radius: 6px; border: 1px so
 button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
 @media (prefers-color-scheme: dark) { button.primary { color: #0d1117; } }
 button:focus-visible, a:focus-visible, input:focus-visible, select:focus-visible, summary:focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; }
-.actions { display: flex; flex-wrap: wrap; gap: .75rem; margin-top: 1.25rem; }
+.actions { display: flex; flex-wrap: wrap; align-items: center; gap: .75rem; margin-top: 1.25rem; }
 .inline { display: inline; }
 .warning { background: var(--warn-bg); color: var(--warn-fg); border-radius: 6px; padding: .6rem .9rem; }
 .notice { background: var(--note-bg); color: var(--note-fg); border-radius: 6px; padding: .6rem .9rem; }

@@ -472,6 +472,8 @@ async function runFlow(era: McpVersion, registration: Registration): Promise<voi
     // 10. The owner removes grace: the connection ends; the next call is 401 and the refresh token is refused.
     const current = provider.tokens()!;
     await owner.page.getByRole('button', { name: 'Remove grace' }).click();
+    await owner.page.getByRole('heading', { name: 'Remove grace from Northwind Studio?' }).waitFor();
+    await owner.page.getByRole('button', { name: 'Remove grace' }).click();
     await owner.page.getByText('The member was removed; their connected apps were disconnected.').waitFor();
     expect((await connectionStatus(server, current.access_token)).status).toBe('revoked');
     mark = hits.length;

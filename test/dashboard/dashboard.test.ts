@@ -241,6 +241,40 @@ describe(`dashboard (${ENGINE})`, () => {
     expect(back.searchParams.get('error')).toBe('access_denied');
   });
 
+  it('Remove asks first: a page names the member and what ends, and only its form removes', async () => {
+    // On a phone Remove sat a finger's width below Change role, and one tap removed the member for good.
+    const members = await view('ada', 'members');
+    const grace =
+      /action="\/dashboard\/members\/(mem_[A-Za-z0-9]+)\/remove"[^>]*>\s*<button[^>]*Remove grace/.exec(
+        members,
+      );
+    expect(grace).not.toBeNull();
+    expect(members).toMatch(/<form method="get" action="\/dashboard\/members\/mem_[A-Za-z0-9]+\/remove">/);
+    const memberId = grace![1]!;
+    const ask = await browsers['ada']!.get(`/dashboard/members/${memberId}/remove`);
+    expect(ask.status).toBe(200);
+    const page = await ask.text();
+    expect(textOf(page)).toContain('Remove grace from Northwind Studio?');
+    expect(textOf(page)).toContain(
+      'grace (manager) will lose access to Northwind Studio, and every app grace connected to it will be disconnected at once.',
+    );
+    expect(page).toMatch(new RegExp(`<form method="post" action="/dashboard/members/${memberId}/remove"`));
+    expect(page).toContain(`href="/dashboard/agencies/${northwind}/members"`);
+    // Asking removed nothing.
+    expect(await view('ada', 'members')).toMatch(/Role of grace/);
+    // Only those who may remove the member are asked: grace (a manager) may not, nor may anyone remove themself.
+    expect((await browsers['grace']!.get(`/dashboard/members/${memberId}/remove`)).status).toBe(403);
+    const own = await server.services.ctx.db
+      .selectFrom('members')
+      .innerJoin('users', 'users.id', 'members.user_id')
+      .select('members.id')
+      .where('users.username', '=', 'ada')
+      .where('members.agency_id', '=', northwind)
+      .executeTakeFirstOrThrow();
+    expect((await browsers['ada']!.get(`/dashboard/members/${own.id}/remove`)).status).toBe(403);
+    expect((await browsers['ada']!.get('/dashboard/members/mem_nosuchmember/remove')).status).toBe(404);
+  });
+
   it('an owner cannot be removed by themself, and owners are changed only by owners', async () => {
     const page = await view('ada', 'members');
     expect(page).toMatch(/Remove grace/);

@@ -191,6 +191,14 @@ describe(`member pages at 320, 390 and 1280 px (${ENGINE})`, () => {
         await page.getByRole('heading', { name: heading }).waitFor();
         await look(tab.toLowerCase());
       }
+      // Removing a member asks first; kept here, as the other tests need grace.
+      await page.goto(`${server.url.auth}/dashboard`);
+      await northwind.getByRole('link', { name: 'Members' }).click();
+      await page.getByRole('button', { name: 'Remove grace' }).click();
+      await page.getByRole('heading', { name: 'Remove grace from Northwind Studio?' }).waitFor();
+      await look('remove-member');
+      await page.getByRole('link', { name: 'Keep grace' }).click();
+      await page.getByRole('heading', { name: 'Members of Northwind Studio' }).waitFor();
       // Every action is reachable on the phone: Disconnect is on screen once scrolled to, not beyond the edge.
       await page.goto(`${server.url.auth}/dashboard`);
       const disconnect = page.getByRole('button', { name: 'Disconnect Planner Bot' });
@@ -210,6 +218,7 @@ describe(`member pages at 320, 390 and 1280 px (${ENGINE})`, () => {
         'members',
         'settings',
         'history',
+        'remove-member',
       ]);
       for (const r of reports) {
         expect({ page: r.page, violations: r.violations }).toEqual({ page: r.page, violations: [] });

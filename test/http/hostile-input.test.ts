@@ -288,6 +288,7 @@ describe(`hostile input on every surface (${ENGINE})`, () => {
         `/dashboard/agencies/${segment}/members`,
         `/dashboard/agencies/${segment}/settings`,
         `/dashboard/agencies/${segment}/history`,
+        `/dashboard/members/${segment}/remove`,
         `/dashboard?done=${segment}`,
         `/sign-in?next=${segment}`,
       ])
