@@ -444,9 +444,9 @@ function endConnectionsOnClose(app: FastifyInstance): void {
 
 type ParserRefusal = [status: number, code: ErrorCode, reason: string, message: string];
 
-/** How each refusal of Node's HTTP parser is answered, by its error code; anything else is a 400. */
 /** The code `refuseTunnels` refuses a CONNECT with (node's own codes start with HPE_ or ERR_). */
 const TUNNEL_REFUSED = 'SVC_CONNECT_REFUSED';
+/** How each refusal of Node's HTTP parser is answered, by its error code; anything else is a 400. */
 const PARSER_REFUSALS: Record<string, ParserRefusal> = {
   HPE_HEADER_OVERFLOW: [
     431,
