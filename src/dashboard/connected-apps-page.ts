@@ -4,7 +4,7 @@ import { parseList } from '../domain/permissions.js';
 import { CLIENT_TRUST } from '../auth/clients/registry.js';
 import { isolated, lowerFirst, markup } from '../web/html.js';
 import { timeView } from '../web/when.js';
-import type { AppGroup, ConnectedApp, ConnectedAppsPage } from './dashboard-data.js';
+import type { AppGroup, ConnectedApp, ConnectedAppsPage, DisconnectionPage } from './dashboard-data.js';
 import { noticeView } from './notices.js';
 
 /**
@@ -18,21 +18,16 @@ type Markup = ReturnType<typeof markup>;
 
 export const CONNECTED_APPS_TITLE = 'Connected apps';
 
-export function connectedAppsView(
-  page: ConnectedAppsPage,
-  csrf: string,
-  now: number,
-  notice: unknown,
-): Markup {
+export function connectedAppsView(page: ConnectedAppsPage, now: number, notice: unknown): Markup {
   const intro = markup`<p class="muted">Applications you allowed to act for you. Disconnect one and it loses access at once; it has to ask you again to come back.</p>`;
   if (page.groups.length === 0) {
     return markup`${noticeView(notice)}${intro}<p>You are not a member of any agency yet, and no application is connected to your account.</p>`;
   }
   return markup`${noticeView(notice)}${intro}
-${page.groups.map((g) => groupView(g, csrf, now))}`;
+${page.groups.map((g) => groupView(g, now))}`;
 }
 
-function groupView(group: AppGroup, csrf: string, now: number): Markup {
+function groupView(group: AppGroup, now: number): Markup {
   const m = group.membership;
   const id = m ? `apps-${m.agency.id}` : 'apps-account';
   const empty = m
@@ -41,7 +36,7 @@ function groupView(group: AppGroup, csrf: string, now: number): Markup {
   return markup`<section aria-labelledby="${id}">
 <h2 id="${id}">${m ? m.agency.name : 'Your account'}</h2>
 ${m ? agencyLinks(m.agency.id, m.member.role) : ''}
-${group.apps.length ? markup`<ul class="apps">${group.apps.map((a) => appView(a, csrf, now))}</ul>` : markup`<p class="muted">${empty}</p>`}
+${group.apps.length ? markup`<ul class="apps">${group.apps.map((a) => appView(a, now))}</ul>` : markup`<p class="muted">${empty}</p>`}
 </section>`;
 }
 
@@ -50,7 +45,7 @@ function agencyLinks(agencyId: string, role: string): Markup {
   return markup`<p class="muted">Your role: ${role} · <a href="${base}/members">Members</a> · <a href="${base}/settings">Settings</a> · <a href="${base}/history">History</a></p>`;
 }
 
-function appView(app: ConnectedApp, csrf: string, now: number): Markup {
+function appView(app: ConnectedApp, now: number): Markup {
   const { connection: c, client } = app;
   return markup`<li class="app" id="app-${c.id}">
   <p class="app-head"><strong>${isolated(client.name)}</strong>${client.host ? markup` <span class="muted">${client.host}</span>` : ''}${client.kind ? markup` <span class="badge">${CLIENT_TRUST[client.kind].word}</span>` : ''}</p>
@@ -64,11 +59,28 @@ function appView(app: ConnectedApp, csrf: string, now: number): Markup {
     <dt>Connection</dt><dd><code>${c.id}</code></dd>
   </dl>
   </details>
-  <form method="post" action="/dashboard/connections/${c.id}/disconnect">
-    <input type="hidden" name="csrf" value="${csrf}">
+  <form method="get" action="/dashboard/connections/${c.id}/disconnect">
     <button type="submit" aria-label="Disconnect ${client.name}">Disconnect</button>
   </form>
 </li>`;
+}
+
+export const disconnectionTitle = ({ app }: DisconnectionPage) =>
+  markup`Disconnect ${isolated(app.client.name)}?`;
+
+/**
+ * Disconnecting asks first, as GitHub's and Google's pages do: on a phone the apps' Disconnect buttons sit one above
+ * the other, and a wrong one cut an agent off until its user connected it again.
+ */
+export function disconnectionView({ app, membership }: DisconnectionPage, csrf: string): Markup {
+  const name = isolated(app.client.name);
+  const where = membership ? isolated(membership.agency.name) : 'your account';
+  return markup`<p>${name} will lose access to ${where} at once. To use it again, you will have to allow it again when it asks.</p>
+<form method="post" action="/dashboard/connections/${app.connection.id}/disconnect" class="actions">
+  <input type="hidden" name="csrf" value="${csrf}">
+  <button type="submit" class="primary">Disconnect ${name}</button>
+  <a href="/dashboard">Keep ${name} connected</a>
+</form>`;
 }
 
 /** "It may: see clients, see tasks, create and change tasks." — what the app can do now, in words. */

@@ -64,6 +64,30 @@ export async function loadConnectedApps(
   return { memberships, groups };
 }
 
+/** A connected app with the group it is listed in (an agency, or the member's own account). */
+export interface DisconnectionPage {
+  app: ConnectedApp;
+  membership: MembershipView | undefined;
+}
+
+/**
+ * What disconnecting an app asks before it acts: the app as Connected apps lists it, or a 404 page for a connection
+ * that is not the member's, or not live.
+ */
+export async function loadDisconnection(
+  ctx: AppContext,
+  registry: ClientRegistry,
+  userId: string,
+  connectionId: string,
+): Promise<DisconnectionPage> {
+  const { groups } = await loadConnectedApps(ctx, registry, userId);
+  for (const group of groups) {
+    const app = group.apps.find((a) => a.connection.id === connectionId);
+    if (app) return { app, membership: group.membership };
+  }
+  throw new PageError(404, 'Not found', 'No such connection.');
+}
+
 function permissionsNow(c: ConnectionRow, m: MembershipView): Permission[] {
   return effectivePermissions({
     ceiling: parseList(c.ceiling),

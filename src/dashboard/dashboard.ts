@@ -22,8 +22,20 @@ import {
   removalView,
   settingsView,
 } from './agency-pages.js';
-import { CONNECTED_APPS_TITLE, connectedAppsView } from './connected-apps-page.js';
-import { loadConnectedApps, loadHistory, loadMembers, loadRemoval, loadSettings } from './dashboard-data.js';
+import {
+  CONNECTED_APPS_TITLE,
+  connectedAppsView,
+  disconnectionTitle,
+  disconnectionView,
+} from './connected-apps-page.js';
+import {
+  loadConnectedApps,
+  loadDisconnection,
+  loadHistory,
+  loadMembers,
+  loadRemoval,
+  loadSettings,
+} from './dashboard-data.js';
 import type { Notice } from './notices.js';
 
 /**
@@ -41,9 +53,15 @@ export async function dashboardRoutes(
   const page = memberPage(ctx);
 
   app.get('/dashboard', async (request, reply) =>
-    page(request, reply, async (userId, csrf, done) => {
+    page(request, reply, async (userId, _csrf, done) => {
       const apps = await loadConnectedApps(ctx, registry, userId);
-      return [CONNECTED_APPS_TITLE, connectedAppsView(apps, csrf, ctx.clock.now(), done)];
+      return [CONNECTED_APPS_TITLE, connectedAppsView(apps, ctx.clock.now(), done)];
+    }),
+  );
+  app.get('/dashboard/connections/:id/disconnect', async (request, reply) =>
+    page(request, reply, async (userId, csrf) => {
+      const disconnection = await loadDisconnection(ctx, registry, userId, idParam(request));
+      return [disconnectionTitle(disconnection), disconnectionView(disconnection, csrf)];
     }),
   );
   app.get('/dashboard/agencies/:id/members', async (request, reply) =>

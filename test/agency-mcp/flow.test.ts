@@ -416,6 +416,7 @@ async function runFlow(era: McpVersion, registration: Registration): Promise<voi
     const row = apps.locator('li.app').filter({ hasText: WRITE });
     expect(await row.textContent()).toContain(appName);
     await row.getByRole('button', { name: `Disconnect ${appName}` }).click();
+    await member.page.getByRole('button', { name: `Disconnect ${appName}` }).click();
     await member.page.getByText('The application was disconnected.').waitFor();
     expect((await connectionStatus(server, refreshed.access_token)).status).toBe('revoked');
     mark = hits.length;

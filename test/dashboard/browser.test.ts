@@ -110,6 +110,11 @@ describe(`browser flow (${ENGINE})`, () => {
     expect(await entry.textContent()).toMatch(/It may: see the agency name and plan, see clients/);
     expect(await entry.textContent()).not.toMatch(/see the members of the agency/);
     await page.getByRole('button', { name: 'Disconnect Browser Agent' }).click();
+    await page.getByRole('heading', { name: 'Disconnect Browser Agent?' }).waitFor();
+    expect(await page.locator('main').textContent()).toContain(
+      'Browser Agent will lose access to Northwind Studio at once.',
+    );
+    await page.getByRole('button', { name: 'Disconnect Browser Agent' }).click();
     await page.getByText('The application was disconnected.').waitFor();
     expect((await connectionStatus(server, rotated.body['access_token']!)).status).toBe('revoked');
     await context.close();

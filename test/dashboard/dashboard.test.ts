@@ -146,6 +146,26 @@ describe(`dashboard (${ENGINE})`, () => {
     expect(await live(tokens['access_token']!)).toBe(true);
   });
 
+  it('Disconnect asks first: a page names the app and what it loses, and only its form disconnects', async () => {
+    const { tokens } = await connectAs('grace');
+    const cid = (await connectionStatus(server, tokens['access_token']!)).id;
+    const apps = await view('grace');
+    expect(apps).toContain(`<form method="get" action="/dashboard/connections/${cid}/disconnect">`);
+    const ask = await browsers['grace']!.get(`/dashboard/connections/${cid}/disconnect`);
+    expect(ask.status).toBe(200);
+    const page = await ask.text();
+    expect(textOf(page)).toContain('Disconnect Planner Bot?');
+    expect(textOf(page)).toContain('Planner Bot will lose access to Northwind Studio at once.');
+    expect(page).toMatch(new RegExp(`<form method="post" action="/dashboard/connections/${cid}/disconnect"`));
+    expect(await live(tokens['access_token']!)).toBe(true);
+    // Someone else's connection, or one already ended, is not asked about.
+    expect((await browsers['linus']!.get(`/dashboard/connections/${cid}/disconnect`)).status).toBe(404);
+    await browsers['grace']!.post(`/dashboard/connections/${cid}/disconnect`, {
+      csrf: browsers['grace']!.csrf,
+    });
+    expect((await browsers['grace']!.get(`/dashboard/connections/${cid}/disconnect`)).status).toBe(404);
+  });
+
   it('Disconnect without the CSRF token is refused', async () => {
     const { tokens } = await connectAs('grace');
     const cid = (await connectionStatus(server, tokens['access_token']!)).id;

@@ -206,6 +206,10 @@ describe(`member pages at 320, 390 and 1280 px (${ENGINE})`, () => {
       const box = (await disconnect.boundingBox())!;
       expect(box.x + box.width).toBeLessThanOrEqual(viewport.width);
       await disconnect.click();
+      // It asks first, naming the app and what it loses.
+      await page.getByRole('heading', { name: 'Disconnect Planner Bot?' }).waitFor();
+      await look('disconnect');
+      await page.getByRole('button', { name: 'Disconnect Planner Bot' }).click();
       await page.getByText('The application was disconnected.').waitFor();
       await context.close();
 
@@ -219,6 +223,7 @@ describe(`member pages at 320, 390 and 1280 px (${ENGINE})`, () => {
         'settings',
         'history',
         'remove-member',
+        'disconnect',
       ]);
       for (const r of reports) {
         expect({ page: r.page, violations: r.violations }).toEqual({ page: r.page, violations: [] });
@@ -313,6 +318,9 @@ describe(`keyboard only, JavaScript off (${ENGINE})`, () => {
     await page.goto(`${server.url.auth}/dashboard`);
     await tabTo(page, 'button[aria-label="Disconnect Planner Bot"]');
     await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Disconnect Planner Bot?' }).waitFor();
+    await tabTo(page, 'button[type="submit"].primary');
+    await page.keyboard.press('Enter');
     await page.getByText('The application was disconnected.').waitFor();
     await context.close();
   });
@@ -348,6 +356,10 @@ describe(`an application's name of 200 characters without a space, at a phone's 
     await disconnect.scrollIntoViewIfNeeded();
     const box = (await disconnect.boundingBox())!;
     expect(box.x + box.width).toBeLessThanOrEqual(390);
+    await disconnect.click();
+    await page.locator('h1', { hasText: /^Disconnect / }).waitFor();
+    await measure('disconnect');
+    await page.getByRole('link', { name: /^Keep / }).click();
     await page
       .getByRole('region', { name: 'Northwind Studio' })
       .getByRole('link', { name: 'History' })
@@ -355,7 +367,7 @@ describe(`an application's name of 200 characters without a space, at a phone's 
     await page.getByRole('heading', { name: 'History of Northwind Studio' }).waitFor();
     await measure('history');
     await context.close();
-    expect(widths).toEqual({ consent: 390, 'connected-apps': 390, history: 390 });
+    expect(widths).toEqual({ consent: 390, 'connected-apps': 390, disconnect: 390, history: 390 });
   });
 });
 
