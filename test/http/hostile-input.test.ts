@@ -289,6 +289,7 @@ describe(`hostile input on every surface (${ENGINE})`, () => {
         `/dashboard/agencies/${segment}/settings`,
         `/dashboard/agencies/${segment}/history`,
         `/dashboard/members/${segment}/remove`,
+        `/dashboard/connections/${segment}/disconnect`,
         `/dashboard?done=${segment}`,
         `/sign-in?next=${segment}`,
       ])
