@@ -159,59 +159,24 @@ describe(`an Expect other than 100-continue (${ENGINE})`, () => {
   // node:http answered each of these 417 by itself: no request id, no body, no access-log line.
   it("is served as if absent, on the fast paths and on Fastify's, with the request id and a log line", async () => {
     for (const expectation of ['teapot', '']) {
-      const me = await raw(server.url.api, 'GET', '/me', expectation, {
-        authorization: `Bearer ${bearer.mcp}`,
+      const expectField: [string, string] = ['Expect', expectation];
+      const me = await rawRequest(`${server.url.api}/me`, {
+        headers: [expectField, ['Authorization', `Bearer ${bearer.mcp}`]],
       });
       expect(me.status, `/me, Expect: ${expectation}`).toBe(200);
-      expect(me.requestId).toMatch(/^req_/);
-      const health = await raw(server.url.api, 'GET', '/health', expectation);
+      expect(me.header('x-request-id')).toMatch(/^req_/);
+      const health = await rawRequest(`${server.url.api}/health`, { headers: [expectField] });
       expect(health.status).toBe(200);
-      const signInBody = JSON.stringify({ username: 'ada', password: 'ada-demo-password' });
-      const session = await raw(
-        server.url.auth,
-        'POST',
-        '/api/sessions',
-        expectation,
-        {
-          'content-type': 'application/json',
-        },
-        signInBody,
-      );
+      const session = await rawRequest(`${server.url.auth}/api/sessions`, {
+        method: 'POST',
+        headers: [expectField, ['Content-Type', 'application/json']],
+        body: JSON.stringify({ username: 'ada', password: 'ada-demo-password' }),
+      });
       expect(session.status).toBe(201);
       const line = server.logs.lines.findLast((l) => l['msg'] === 'request' && l['path'] === '/health');
-      expect(line?.['request_id']).toBe(health.requestId);
+      expect(line?.['request_id']).toBe(health.header('x-request-id'));
     }
   });
-
-  /** One request with `Expect: expectation` over a raw socket (fetch does not send Expect): status and request id. */
-  async function raw(
-    url: string,
-    method: string,
-    path: string,
-    expectation: string,
-    headers: Record<string, string> = {},
-    body = '',
-  ): Promise<{ status: number; requestId: string | undefined }> {
-    const socket = await open(url);
-    const chunks: Buffer[] = [];
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    const ended = new Promise((resolve) => socket.once('end', resolve));
-    const lines = [
-      `${method} ${path} HTTP/1.1`,
-      `Host: ${new URL(url).host}`,
-      'Connection: close',
-      `Expect: ${expectation}`,
-    ];
-    for (const [name, value] of Object.entries(headers)) lines.push(`${name}: ${value}`);
-    if (body) lines.push(`Content-Length: ${Buffer.byteLength(body)}`);
-    socket.write(`${lines.join('\r\n')}\r\n\r\n${body}`);
-    await ended;
-    const text = Buffer.concat(chunks).toString();
-    return {
-      status: Number(text.slice(9, 12)),
-      requestId: /^x-request-id: (\S+)\r$/im.exec(text)?.[1],
-    };
-  }
 });
 
 describe(`CONNECT (${ENGINE})`, () => {
