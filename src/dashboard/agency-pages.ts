@@ -3,6 +3,7 @@ import { isolated, markup } from '../web/html.js';
 import { timeView } from '../web/when.js';
 import { auditSentence } from './audit-sentences.js';
 import type { AgencyPage, HistoryPage, MembersPage, RemovalPage, SettingsPage } from './dashboard-data.js';
+import { confirmationView } from './confirmation.js';
 import { noticeView } from './notices.js';
 
 /** The pages of one agency: Members, Settings, History, with tabs between them and links to the other agencies. */
@@ -64,12 +65,13 @@ export const removalTitle = (page: RemovalPage) =>
 export function removalView(page: RemovalPage, csrf: string): Markup {
   const { member } = page;
   const agency = page.current.agency;
-  return markup`<p>${member.username} (${member.role}) will lose access to ${isolated(agency.name)}, and every app ${member.username} connected to it will be disconnected at once. This cannot be undone here.</p>
-<form method="post" action="/dashboard/members/${member.id}/remove" class="actions">
-  <input type="hidden" name="csrf" value="${csrf}">
-  <button type="submit" class="primary">Remove ${member.username}</button>
-  <a href="/dashboard/agencies/${agency.id}/members">Keep ${member.username}</a>
-</form>`;
+  return confirmationView({
+    consequence: markup`${member.username} (${member.role}) will lose access to ${isolated(agency.name)}, and every app ${member.username} connected to it will be disconnected at once. This cannot be undone here.`,
+    action: `/dashboard/members/${member.id}/remove`,
+    csrf,
+    confirm: markup`Remove ${member.username}`,
+    keep: { href: `/dashboard/agencies/${agency.id}/members`, label: markup`Keep ${member.username}` },
+  });
 }
 
 export function settingsView(page: SettingsPage, csrf: string, notice: unknown): Markup {

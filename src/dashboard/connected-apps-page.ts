@@ -5,6 +5,7 @@ import { CLIENT_TRUST } from '../auth/clients/registry.js';
 import { isolated, lowerFirst, markup } from '../web/html.js';
 import { timeView } from '../web/when.js';
 import type { AppGroup, ConnectedApp, ConnectedAppsPage, DisconnectionPage } from './dashboard-data.js';
+import { confirmationView } from './confirmation.js';
 import { noticeView } from './notices.js';
 
 /**
@@ -75,12 +76,13 @@ export const disconnectionTitle = ({ app }: DisconnectionPage) =>
 export function disconnectionView({ app, membership }: DisconnectionPage, csrf: string): Markup {
   const name = isolated(app.client.name);
   const where = membership ? isolated(membership.agency.name) : 'your account';
-  return markup`<p>${name} will lose access to ${where} at once. To use it again, you will have to allow it again when it asks.</p>
-<form method="post" action="/dashboard/connections/${app.connection.id}/disconnect" class="actions">
-  <input type="hidden" name="csrf" value="${csrf}">
-  <button type="submit" class="primary">Disconnect ${name}</button>
-  <a href="/dashboard">Keep ${name} connected</a>
-</form>`;
+  return confirmationView({
+    consequence: markup`${name} will lose access to ${where} at once. To use it again, you will have to allow it again when it asks.`,
+    action: `/dashboard/connections/${app.connection.id}/disconnect`,
+    csrf,
+    confirm: markup`Disconnect ${name}`,
+    keep: { href: '/dashboard', label: markup`Keep ${name} connected` },
+  });
 }
 
 /** "It may: see clients, see tasks, create and change tasks." — what the app can do now, in words. */
