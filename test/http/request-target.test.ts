@@ -128,6 +128,11 @@ describe(`paths whose percent-encoding does not decode (${ENGINE})`, () => {
     }
     const line = env.server.logs.lines.findLast((l) => l['msg'] === 'request' && l['status'] === 400);
     expect(line).toMatchObject({ surface: 'api', method: 'GET' });
+    // Only the path is judged: a query is read leniently, as before, and a path's valid escapes pass.
+    for (const target of ['/health?x=%zz', '/health?x=%ED%A0%80', '/health?'])
+      expect((await rawRequest(env.server.url.api, { target })).status, target).toBe(200);
+    const escaped = await rawRequest(env.server.url.api, { target: '/%68ealth' });
+    expect(escaped.status).toBe(200);
   });
 
   it('both MCP hosts: 400 as JSON-RPC', async () => {
