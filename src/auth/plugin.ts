@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.js';
 import { pageScope } from '../web/page-scope.js';
 import { restErrors } from '../http/rest-errors.js';
+import { serveChangingDocument } from '../http/public-documents.js';
 import { authorizeRoutes } from './authorize.js';
 import { registrationRoutes } from './clients/registration.js';
 import { ClientRegistry } from './clients/registry.js';
@@ -20,9 +21,9 @@ const OAUTH_PREFIX = '/oauth';
 
 /**
  * Endpoints a browser-based client calls cross-origin (no cookies involved, so any origin may). The metadata document
- * answers its own preflight as every public document does (http/public-documents.ts).
+ * and the JWK Set answer their own preflights as every public document does (http/public-documents.ts).
  */
-const CORS_PATHS = ['/.well-known/jwks.json', '/oauth/token', '/oauth/register', '/oauth/revoke'];
+const CORS_PATHS = ['/oauth/token', '/oauth/register', '/oauth/revoke'];
 
 /** With TOKEN_FAST_PATH on, the refresh_token grant is answered beside Fastify (token-fast-path.ts). */
 export function authServerOptions(ctx: AppContext): SurfaceServerOptions {
@@ -55,12 +56,10 @@ export async function authSurface(
   app.removeContentTypeParser('text/plain');
   const registry = new ClientRegistry(ctx);
 
-  // RFC 7517 JWK Set; verifiers may cache it briefly, rotation keeps old keys published for the overlap.
-  app.get('/.well-known/jwks.json', async (_request, reply) =>
-    reply
-      .header('cache-control', 'public, max-age=300')
-      .header('access-control-allow-origin', '*')
-      .send(await ctx.keys.jwks()),
+  // RFC 7517 JWK Set, served as the other public documents are (CORS, Cache-Control, an ETag to revalidate with);
+  // verifiers may cache it briefly, and rotation keeps old keys published for the overlap.
+  serveChangingDocument(app, '/.well-known/jwks.json', 'application/json; charset=utf-8', async () =>
+    JSON.stringify(await ctx.keys.jwks()),
   );
   await metadataRoutes(app, ctx);
   for (const path of CORS_PATHS) {

@@ -31,12 +31,38 @@ export function servePublicDocuments(app: FastifyInstance, builders: DocumentBui
       }
       return send(request, reply, served);
     });
-    // A browser client fetching a document cross-origin with If-None-Match sends a CORS preflight first (Fetch
-    // standard §4.8): answer it, or the revalidation never happens.
-    app.options(path, (_request, reply) =>
-      reply.code(204).headers(CORS_HEADERS).header('access-control-max-age', '86400').send(),
-    );
+    answerPreflight(app, path);
   }
+}
+
+/**
+ * Serves a public document whose body changes while the process runs (the JWK Set, as signing keys rotate) as
+ * `servePublicDocuments` serves the others: read on each request, its `ETag` that of the body read, so a verifier
+ * revalidating after a rotation gets the new set and, until then, a 304.
+ */
+export function serveChangingDocument(
+  app: FastifyInstance,
+  path: string,
+  contentType: string,
+  read: () => Promise<string>,
+): void {
+  let last: Served | undefined;
+  app.get(path, async (request, reply) => {
+    const body = await read();
+    if (last?.body !== body) last = { path, contentType, body, etag: etagOf(body) };
+    return send(request, reply, last);
+  });
+  answerPreflight(app, path);
+}
+
+/**
+ * A browser client fetching a document cross-origin with If-None-Match sends a CORS preflight first (Fetch standard
+ * §4.8): answer it, or the revalidation never happens.
+ */
+function answerPreflight(app: FastifyInstance, path: string): void {
+  app.options(path, (_request, reply) =>
+    reply.code(204).headers(CORS_HEADERS).header('access-control-max-age', '86400').send(),
+  );
 }
 
 /**

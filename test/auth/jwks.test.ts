@@ -86,3 +86,37 @@ it(`keys across instances (${ENGINE}): a rotation is published everywhere before
     await a.close();
   }
 });
+
+it('carries an ETag a verifier revalidates with: 304 while the keys are the same, the new set once they rotate, cross-origin too', async () => {
+  const url = `${server.url.auth}/.well-known/jwks.json`;
+  const first = await fetch(url);
+  const etag = first.headers.get('etag')!;
+  expect(etag).toMatch(/^"[\w-]+"$/);
+  expect(first.headers.get('content-type')).toBe('application/json; charset=utf-8');
+  expect(first.headers.get('access-control-expose-headers')).toMatch(/\betag\b/i);
+
+  for (const ifNoneMatch of [etag, `W/${etag}`, `"other", ${etag}`]) {
+    const again = await fetch(url, { headers: { 'if-none-match': ifNoneMatch } });
+    expect(again.status).toBe(304);
+    expect(again.headers.get('etag')).toBe(etag);
+    expect(await again.text()).toBe('');
+  }
+  // If-None-Match is not a CORS-safelisted request header: a browser asks first (Fetch standard §4.8).
+  const preflight = await fetch(url, {
+    method: 'OPTIONS',
+    headers: {
+      origin: 'https://verifier.example',
+      'access-control-request-method': 'GET',
+      'access-control-request-headers': 'if-none-match',
+    },
+  });
+  expect(preflight.status).toBe(204);
+  expect(preflight.headers.get('access-control-allow-origin')).toBe('*');
+  expect(preflight.headers.get('access-control-allow-headers')).toMatch(/\bif-none-match\b/i);
+
+  const newKid = await server.services.ctx.keys.rotate();
+  const rotated = await fetch(url, { headers: { 'if-none-match': etag } });
+  expect(rotated.status).toBe(200);
+  expect(rotated.headers.get('etag')).not.toBe(etag);
+  expect(((await rotated.json()) as JSONWebKeySet).keys.map((k) => k.kid)).toContain(newKid);
+});
