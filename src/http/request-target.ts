@@ -30,6 +30,12 @@ const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)(.*)$/i;
  */
 export function originForm(request: IncomingMessage): string {
   const target = request.url ?? '/';
+  const routed = routedTarget(request, target);
+  if (routed !== target) sentTargets.set(request, target);
+  return routed;
+}
+
+function routedTarget(request: IncomingMessage, target: string): string {
   if (target.charCodeAt(0) === 47 /* '/' */) return decodablePath(request, target);
   const absolute = ABSOLUTE_FORM.exec(target);
   if (!absolute || !isHostValue(absolute[1]!)) return target;
@@ -37,6 +43,12 @@ export function originForm(request: IncomingMessage): string {
   const rest = absolute[2]!;
   return decodablePath(request, rest.charCodeAt(0) === 47 ? rest : `/${rest}`);
 }
+
+/** Targets as the client sent them, of the requests `originForm` routed as another (Fastify overwrites `url`). */
+const sentTargets = new WeakMap<IncomingMessage, string>();
+
+/** `request`'s target as the client sent it, when it was routed as another; for the access log. */
+export const sentTarget = (request: IncomingMessage): string | undefined => sentTargets.get(request);
 
 /** Requests whose path did not decode, as `originForm` found them, for `targetProblem`. */
 const undecodable = new WeakSet<IncomingMessage>();

@@ -22,7 +22,7 @@ import { applyV8Flags } from '../base/v8-flags.js';
 import { deferredChildLogger } from './deferred-logger.js';
 import { ApiError, type ErrorCode } from './errors.js';
 import { bodyContentCoding, RequestRefused, UnsupportedContentCoding } from './framework-errors.js';
-import { originForm, targetProblem } from './request-target.js';
+import { originForm, sentTarget, targetProblem } from './request-target.js';
 
 export interface ServerOptions {
   surface: Surface;
@@ -104,12 +104,22 @@ class RequestLog extends LogController {
   ): void {
     // The route pattern, never the raw path: label values stay bounded whatever paths clients send.
     const route = request.routeOptions.url;
-    this.record(request.log, request.method, route, request.url, reply.statusCode, reply.elapsedTime);
+    this.record(
+      request.log,
+      request.method,
+      route,
+      request.url,
+      reply.statusCode,
+      reply.elapsedTime,
+      undefined,
+      request.raw,
+    );
   }
 
   /**
    * The metrics and the access line of one answered request, by Fastify (`log` is the request's logger) or by a
-   * surface's fast path (`log` is the server's, and `requestId` is written in the line).
+   * surface's fast path (`log` is the server's, and `requestId` is written in the line). `raw`, Fastify's request, tells
+   * the target as the client sent it when it was routed as another (request-target.ts).
    */
   record(
     log: FastifyBaseLogger,
@@ -119,12 +129,23 @@ class RequestLog extends LogController {
     status: number,
     elapsedMs: number,
     requestId?: string,
+    raw?: IncomingMessage,
   ): void {
     this.metrics.httpRequest(this.surface, method, route, status, elapsedMs / 1000);
     const level = status >= 500 ? 'error' : status >= 400 ? 'info' : this.successLevel;
     if (!(log as unknown as Logger).isLevelEnabled(level)) return;
-    const path = url.split('?', 1)[0];
-    const fields = { method, route: route ?? null, path, status, ms: Math.round(elapsedMs) };
+    const path = withoutQuery(url);
+    const fields: Record<string, unknown> = {
+      method,
+      route: route ?? null,
+      path,
+      status,
+      ms: Math.round(elapsedMs),
+    };
+    // An absolute-form URI routed as its path, an undecodable path with its `%` taken literally: the line also shows
+    // the target as sent, so that it matches what a proxy's log shows.
+    const sent = raw && sentTarget(raw);
+    if (sent !== undefined) fields.target = withoutQuery(sent);
     // A fast path's line carries its request id in the line itself: no child logger made per request for it.
     log[level](
       requestId === undefined ? fields : { [this.requestIdLogLabel]: requestId, ...fields },
@@ -132,6 +153,9 @@ class RequestLog extends LogController {
     );
   }
 }
+
+/** A target's path: the access line leaves the query out, where tokens and codes can travel (docs/deployment.md). */
+const withoutQuery = (target: string) => target.split('?', 1)[0]!;
 
 /**
  * The client as every limit per client counts it: its address — the peer's, or behind the proxies `TRUST_PROXY` names

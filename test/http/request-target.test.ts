@@ -73,11 +73,15 @@ describe(`absolute-form request targets (${ENGINE})`, () => {
     });
   }
 
-  it('the access log records the path, not the absolute target', async () => {
+  it('the access log records the path routed, and the target as sent (without its query)', async () => {
     const base = env.server.url.api;
     await rawRequest(base, { target: `http://${hostOf(base)}/health?probe=absolute-form` });
     const line = env.server.logs.lines.findLast((l) => l['msg'] === 'request' && l['route'] === '/health');
-    expect(line?.['path']).toBe('/health');
+    expect(line).toMatchObject({ path: '/health', target: `http://${hostOf(base)}/health` });
+    // A target routed as it came has no second field.
+    await rawRequest(base, { target: '/health?probe=origin-form' });
+    const plain = env.server.logs.lines.findLast((l) => l['msg'] === 'request' && l['route'] === '/health');
+    expect(plain).not.toHaveProperty('target');
   });
 });
 
@@ -128,6 +132,10 @@ describe(`paths whose percent-encoding does not decode (${ENGINE})`, () => {
     }
     const line = env.server.logs.lines.findLast((l) => l['msg'] === 'request' && l['status'] === 400);
     expect(line).toMatchObject({ surface: 'api', method: 'GET' });
+    // The line shows the path as routed and as the client sent it, which is what a proxy's log shows.
+    await rawRequest(env.server.url.api, { target: '/me%zz?x=1' });
+    const sent = env.server.logs.lines.findLast((l) => l['msg'] === 'request' && l['status'] === 400);
+    expect(sent).toMatchObject({ path: '/me%25zz', target: '/me%zz' });
     // Only the path is judged: a query is read leniently, as before, and a path's valid escapes pass.
     for (const target of ['/health?x=%zz', '/health?x=%ED%A0%80', '/health?'])
       expect((await rawRequest(env.server.url.api, { target })).status, target).toBe(200);
