@@ -16,7 +16,8 @@ const lines = [
       ? ` (${meta.options.growthRounds} for the growth tables' refresh rotations)`
       : '') +
     `, ${meta.options.connections} connections ` +
-    `(HTTP sides), ${meta.options.chains} concurrent refresh chains.`,
+    `(HTTP sides), ${meta.options.chains} concurrent refresh chains` +
+    (meta.quiet ? `; at the start, ${meta.quiet.note}.` : '.'),
 ];
 for (const [title, rows] of Object.entries(results)) {
   const base = rows.find((r) => r.baseline) ?? rows[0];

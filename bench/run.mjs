@@ -5,10 +5,12 @@
 // BENCH_CHAINS (concurrent refresh chains, default 20), BENCH_GROWTH_ROWS (default 1,000,000),
 // BENCH_DISTINCT_TOKENS (default 100,000), BENCH_JSON (write every table there), BENCH_CHART (the SVG chart's path,
 // default docs/performance-growth.svg; `none` for no chart), BENCH_CPU_PROF=<dir> (V8 CPU profiles of the servers),
-// BENCH_HEAP_PROF=<dir> (what the servers allocate: bench/heap-sampling.mjs).
+// BENCH_HEAP_PROF=<dir> (what the servers allocate: bench/heap-sampling.mjs), BENCH_QUIET_SECONDS (how long to wait at
+// the start for the machine to be quiet: bench/quiet-machine.mjs; default 180, 0 not to wait).
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { machineRelativeNote, note, options, pinned, results, verdicts } from './lib.mjs';
+import { waitForQuietMachine } from './quiet-machine.mjs';
 
 const all = ['rest', 'mcp', 'agency-mcp', 'refresh', 'growth'];
 const chosen = (process.env.BENCH_SCENARIOS ?? all.join(',')).split(',').map((s) => s.trim());
@@ -16,6 +18,7 @@ const unknown = chosen.filter((s) => !all.includes(s));
 if (unknown.length)
   throw new Error(`BENCH_SCENARIOS: unknown ${unknown.join(', ')} (known: ${all.join(', ')})`);
 
+const quiet = await waitForQuietMachine(Number(process.env.BENCH_QUIET_SECONDS ?? 180));
 const started = new Date();
 const loadavgAtStart = loadavg();
 console.log(
@@ -24,7 +27,7 @@ console.log(
     .join(
       ' ',
     )}; servers ${pinned ? 'pinned to core 0, load generator on the rest' : 'unpinned (no taskset)'}; ` +
-    `${options.rounds} rounds × ${options.seconds} s per side, ${options.connections} connections`,
+    `${options.rounds} rounds × ${options.seconds} s per side, ${options.connections} connections; ${quiet.note}`,
 );
 
 const growth = {};
@@ -48,6 +51,7 @@ if (process.env.BENCH_JSON) {
     cpu: `${cpus().length} × ${cpus()[0]?.model}`,
     loadavgAtStart,
     loadavgAtEnd: loadavg(),
+    quiet,
     pinned,
     options,
   };
