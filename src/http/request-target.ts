@@ -68,12 +68,23 @@ function decodablePath(request: IncomingMessage, target: string): string {
 }
 
 /**
- * Why `request`'s target, after `originForm` (`target`), cannot be served (→ 400), or undefined. `*` (RFC 9110
- * §9.3.7, OPTIONS about the server as a whole) passes, to be answered as any path no route has.
+ * Why `request`'s target, after `originForm` (`target`), cannot be served (→ 400), or undefined. `*` passes for
+ * OPTIONS only (RFC 9112 §3.2.4: a question about the server as a whole, which `isServerWideOptions` picks out).
  */
 export function targetProblem(request: IncomingMessage, target: string): string | undefined {
   if (undecodable.has(request))
     return "The request target's path has a percent-encoding that does not decode to UTF-8 (RFC 3986 §2.1, §2.5)";
-  if (target.charCodeAt(0) === 47 || target === '*') return undefined;
+  if (target.charCodeAt(0) === 47) return undefined;
+  if (target === '*')
+    return request.method === 'OPTIONS'
+      ? undefined
+      : 'The request target * is for OPTIONS only (RFC 9112 §3.2.4)';
   return 'The request target must be a path or an absolute http(s) URI without userinfo (RFC 9112 §3.2)';
 }
+
+/**
+ * `OPTIONS *`: RFC 9110 §9.3.7's "ping" of the server as a whole, which no route is about; answered 200 with no
+ * content (and `Content-Length: 0`, as that section asks), where it was each surface's 404, or on the authorization
+ * server a 405 naming the methods of a route that had matched `*`.
+ */
+export const isServerWideOptions = (target: string): boolean => target === '*';

@@ -22,7 +22,7 @@ import { applyV8Flags } from '../base/v8-flags.js';
 import { deferredChildLogger } from './deferred-logger.js';
 import { ApiError, type ErrorCode } from './errors.js';
 import { bodyContentCoding, RequestRefused, UnsupportedContentCoding } from './framework-errors.js';
-import { originForm, sentTarget, targetProblem } from './request-target.js';
+import { isServerWideOptions, originForm, sentTarget, targetProblem } from './request-target.js';
 
 export interface ServerOptions {
   surface: Surface;
@@ -227,6 +227,7 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     for (const [name, value] of staticHeaders) reply.header(name, value);
     const badTarget = targetProblem(request.raw, request.url);
     if (badTarget !== undefined) return done(new RequestRefused(badTarget));
+    if (isServerWideOptions(request.url)) return void reply.code(200).header('content-length', '0').send();
     const coding = bodyContentCoding(request.headers);
     done(coding === undefined ? undefined : new UnsupportedContentCoding(coding));
   });

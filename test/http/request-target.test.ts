@@ -106,6 +106,43 @@ describe(`request targets that are neither a path nor an http(s) URI (${ENGINE})
   }
 });
 
+describe(`the asterisk-form, * (${ENGINE})`, () => {
+  const hosts = () => [env.server.url.api, env.server.url.mcp, env.server.url.agencyMcp, env.server.url.auth];
+
+  // It was each surface's 404 (and on the authorization server a 405 "use GET, HEAD", from a route that matched `*`).
+  it('OPTIONS * (RFC 9110 §9.3.7, the server as a whole): 200 with no content, on every host', async () => {
+    for (const base of hosts()) {
+      const answer = await rawRequest(base, { method: 'OPTIONS', target: '*' });
+      expect(answer.status, base).toBe(200);
+      expect(answer.header('content-length'), base).toBe('0');
+      expect(answer.header('x-request-id'), base).toMatch(/^req_/);
+      expect(answer.body, base).toBe('');
+    }
+  });
+
+  // GET * on the authorization server redirected to /dashboard; elsewhere they were 404s or 405s.
+  it('any other method with *: 400 in the surface shape (RFC 9112 §3.2.4)', async () => {
+    const reason = 'The request target * is for OPTIONS only (RFC 9112 §3.2.4)';
+    for (const method of ['GET', 'POST', 'DELETE']) {
+      const api = await rawRequest(env.server.url.api, { method, target: '*' });
+      expect(api.status, method).toBe(400);
+      expect(api.json(), method).toMatchObject({ error: { code: 'invalid_request', message: reason } });
+      const auth = await rawRequest(env.server.url.auth, { method, target: '*' });
+      expect(auth.status, method).toBe(400);
+      // As `/` is answered there: a page for GET, the REST object otherwise.
+      if (method === 'GET') expect(auth.header('content-type')).toMatch(/^text\/html/);
+      else expect(auth.json(), method).toMatchObject({ error: { code: 'invalid_request', message: reason } });
+      for (const base of [env.server.url.mcp, env.server.url.agencyMcp]) {
+        const answer = await rawRequest(base, { method, target: '*' });
+        expect(answer.status, `${method} ${base}`).toBe(400);
+        expect(jsonRpc(answer).error?.message, `${method} ${base}`).toBe(`Bad Request: ${reason}`);
+      }
+    }
+    const initialized = await initialize(env.server.url.agencyMcp, '*', env.token.mcp);
+    expect(initialized.status).toBe(400);
+  });
+});
+
 describe(`paths whose percent-encoding does not decode (${ENGINE})`, () => {
   // Fastify's router answered each of these itself, with its own JSON (FST_ERR_BAD_URL), no request id and no
   // access-log line, on every surface.
