@@ -14,6 +14,8 @@ import { freePort, within } from './helpers/ops.js';
 let db: Awaited<ReturnType<typeof freshDatabase>>;
 let child: ChildProcess;
 let stdout = '';
+/** The served process's stdout alone: its log. */
+let logOnly = '';
 let exit: Promise<number | null>;
 
 /**
@@ -77,6 +79,7 @@ beforeAll(async () => {
   exit = new Promise((resolve) => child.on('exit', resolve));
   child.stdout!.on('data', (c: Buffer) => {
     stdout += c.toString();
+    logOnly += c.toString();
   });
   child.stderr!.on('data', (c: Buffer) => {
     stdout += c.toString();
@@ -95,6 +98,18 @@ const authUrl = () => new URL(/auth\s+(http:\/\/\S+)/.exec(stdout)![1]!);
 it('prints the URLs and seeds the demo on an empty embedded database', () => {
   expect(stdout).toMatch(/api\s+http:\/\/127\.0\.0\.1:\d+/);
   expect(stdout).toMatch(/auth\s+http:\/\/127\.0\.0\.1:\d+/);
+});
+
+it('writes only JSON lines to stdout, its log: the banner for the terminal goes to stderr (`svc start | jq` stopped at it)', () => {
+  const lines = logOnly.split('\n').filter((l) => l !== '');
+  expect(lines.length).toBeGreaterThan(0);
+  for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
+  // What the banner says is in the log too, for machines.
+  const listening = lines
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+    .filter((l) => l['msg'] === 'listening');
+  expect(listening.map((l) => l['surface']).sort()).toEqual(['api', 'auth']);
+  expect(String(listening.find((l) => l['surface'] === 'auth')!['url'])).toBe(authUrl().origin);
 });
 
 it('on SIGTERM stops accepting, finishes the requests in flight with Connection: close, then exits 0', async () => {
@@ -226,8 +241,8 @@ it('a SIGTERM that arrives as the URLs are printed still drains, closes and exit
   const sigtermAtBanner = preload(
     'sigterm-at-banner.mjs',
     `import process from 'node:process';
-    const write = process.stdout.write.bind(process.stdout);
-    process.stdout.write = (chunk, ...rest) => {
+    const write = process.stderr.write.bind(process.stderr);
+    process.stderr.write = (chunk, ...rest) => {
       const written = write(chunk, ...rest);
       if (String(chunk).includes('svc is up')) process.kill(process.pid, 'SIGTERM');
       return written;
@@ -245,16 +260,13 @@ it('a SIGTERM that arrives as the URLs are printed still drains, closes and exit
   }
 }, 60_000);
 
-/** The API's and the metrics listener's URLs, read from a `svc start --only api` process's output once it has both. */
+/** The API's and the metrics listener's URLs, read from a `svc start --only api` process's log once it has both. */
 async function apiAndMetricsUrls(output: () => string): Promise<{ api: string; metricsUrl: string }> {
-  for (
-    let i = 0;
-    i < 200 && !(/api\s+http:\/\/\S+/.test(output()) && output().includes('metrics listening'));
-    i++
-  )
+  const apiListening = /"surface":"api","url":"(http:[^"]+)"[^\n]*"msg":"listening"/;
+  for (let i = 0; i < 200 && !(apiListening.test(output()) && output().includes('metrics listening')); i++)
     await new Promise((r) => setTimeout(r, 50));
   return {
-    api: /api\s+(http:\/\/\S+)/.exec(output())![1]!,
+    api: apiListening.exec(output())![1]!,
     metricsUrl: /"url":"(http:[^"]+\/metrics)","msg":"metrics listening"/.exec(output())![1]!,
   };
 }

@@ -210,10 +210,12 @@ async function start(config: Config, only: Surface[] | undefined): Promise<void>
   // of its own, which reports its own failure): one whose reader is gone (EPIPE) or on a full disk (ENOSPC) emits an
   // error that, with no listener, ended the process that serves. What they would have printed is lost, nothing else.
   for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
+  // For the person at the terminal, on stderr: a served process's stdout is its log, JSON lines only, which a
+  // collector or `| jq` parses line by line (the `listening` lines say the same for machines).
   const lines = Object.keys(services.servers).map((s) => `  ${s.padEnd(11)} ${urlOf(config, s as Surface)}`);
-  console.log(`svc is up (${services.ctx.store.engine} database):\n${lines.join('\n')}`);
+  console.error(`svc is up (${services.ctx.store.engine} database):\n${lines.join('\n')}`);
   if (!config.production && services.servers.auth) {
-    console.log(`  demo users: ada, grace, linus (password: <name>-demo-password)`);
+    console.error(`  demo users: ada, grace, linus (password: <name>-demo-password)`);
   }
 }
 
