@@ -28,6 +28,7 @@ import {
 } from './http/rate-limit.js';
 import { DependencyWatch, refusesWrites, WritesWatch } from './http/dependency-outage.js';
 import { boundedLogger, droppedLogLines } from './http/log-output.js';
+import { asListenFailure } from './http/listen-failure.js';
 import { listenMetrics, type MetricsListener, PrometheusMetrics } from './http/metrics.js';
 import { createServer, type SurfaceServerOptions } from './http/server.js';
 import { MCP_SERVER_OPTIONS } from './mcp-kit/endpoint.js';
@@ -120,7 +121,9 @@ export async function startServices(config: Config, o: StartOptions = {}): Promi
       servers[surface] = await listen(ctx, surface, SURFACE_MODULES[surface]);
     publishUrls(ctx, servers);
     if (prometheus) {
-      metrics = await listenMetrics(config, prometheus.registry, config.metricsPort!);
+      metrics = await listenMetrics(config, prometheus.registry, config.metricsPort!).catch((e: unknown) => {
+        throw asListenFailure(e, 'the metrics listener', 'METRICS_PORT');
+      });
       log.info({ url: metrics.url }, 'metrics listening');
     }
   } catch (e) {
@@ -337,7 +340,12 @@ async function listen(ctx: AppContext, surface: Surface, module: SurfaceModule):
   });
   readinessRoute(app, ctx);
   await app.register(async (scope) => module.plugin(scope, ctx));
-  await app.listen({ host: config.host, port: config.ports[surface] });
+  try {
+    await app.listen({ host: config.host, port: config.ports[surface] });
+  } catch (e) {
+    await app.close();
+    throw asListenFailure(e, `the ${surface} surface`, `${surface.toUpperCase().replace('-', '_')}_PORT`);
+  }
   return app;
 }
 

@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -124,6 +125,42 @@ describe('svc', () => {
       Object.assign(process.env, saved);
       if (saved.DATABASE_URL === undefined) delete process.env['DATABASE_URL'];
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('stops on a port it cannot listen on with one line naming what could not listen, where, and the setting', async () => {
+    // With PostgreSQL's DATABASE_URL set, a HOST that is no address here (EADDRNOTAVAIL, a network code) was reported
+    // as PostgreSQL's failure; and Node's own message named neither the surface nor the setting.
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as AddressInfo).port;
+    const postgres = await freshDatabase('postgres');
+    try {
+      Object.assign(process.env, postgres.env, { API_PORT: String(port) });
+      expect(await svc('start', '--only', 'api')).toMatchObject({
+        code: 1,
+        err: `svc: the api surface cannot listen on 127.0.0.1:${port} (HOST, API_PORT): another process listens there (EADDRINUSE)`,
+      });
+      Object.assign(process.env, { API_PORT: '0', AGENCY_MCP_PORT: String(port) });
+      expect((await svc('start', '--only', 'api,agency-mcp')).err).toBe(
+        `svc: the agency-mcp surface cannot listen on 127.0.0.1:${port} (HOST, AGENCY_MCP_PORT): another process listens there (EADDRINUSE)`,
+      );
+      Object.assign(process.env, { AGENCY_MCP_PORT: '0', METRICS_PORT: String(port) });
+      expect((await svc('start', '--only', 'api')).err).toBe(
+        `svc: the metrics listener cannot listen on 127.0.0.1:${port} (HOST, METRICS_PORT): another process listens there (EADDRINUSE)`,
+      );
+      Object.assign(process.env, { HOST: '192.0.2.1' });
+      delete process.env['METRICS_PORT'];
+      expect(await svc('start', '--only', 'api')).toMatchObject({
+        code: 1,
+        err: 'svc: the api surface cannot listen on 192.0.2.1 (HOST, API_PORT): HOST is not an address of this machine (EADDRNOTAVAIL)',
+      });
+    } finally {
+      for (const name of ['API_PORT', 'AGENCY_MCP_PORT', 'METRICS_PORT', 'HOST', 'DATABASE_URL'])
+        delete process.env[name];
+      Object.assign(process.env, db.env);
+      taken.close();
+      await postgres.drop();
     }
   });
 
