@@ -229,14 +229,14 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0] ?? 'environment');
-    throw new ConfigError(`Invalid ${variable}=${JSON.stringify(source[variable])}: ${describe(issue)}`);
+    throw new ConfigError(`Invalid ${shown(variable, source[variable])}: ${describe(issue)}`);
   }
   const e = parsed.data;
   if (e.NODE_ENV === 'production') {
     for (const variable of TEST_ONLY) {
       if (e[variable] !== undefined && e[variable] !== false) {
         throw new ConfigError(
-          `Invalid ${variable}=${JSON.stringify(source[variable])}: a test-only setting, refused when NODE_ENV=production`,
+          `Invalid ${shown(variable, source[variable])}: a test-only setting, refused when NODE_ENV=production`,
         );
       }
     }
@@ -250,6 +250,26 @@ function deepFreeze<T>(value: T): T {
     return value;
   for (const inner of Object.values(value)) deepFreeze(inner);
   return Object.freeze(value);
+}
+
+/**
+ * Settings whose value can carry a secret (a URL's password, the client secret). The error that refuses one goes to
+ * stderr, and from there to whatever collects the logs: it names the variable and never shows the secret (OWASP ASVS
+ * 7.1.1), where it quoted the whole value (`Invalid DATABASE_URL="postgress://svc:<password>@db/svc"`).
+ */
+const SECRET_BEARING = new Set(['DATABASE_URL', 'REDIS_URL', 'AGENCY_MCP_CLIENT_SECRET']);
+
+/** `VARIABLE="value"` for an error, with a URL's password as `***`, or a secret's length only. */
+function shown(variable: string, value: string | undefined): string {
+  if (!SECRET_BEARING.has(variable) || value === undefined) return `${variable}=${JSON.stringify(value)}`;
+  // Only a URL whose authority was read as one: a password is then its userinfo's, masked. Anything else
+  // (`svc:pw@db:port/svc` is a URL of scheme `svc:` whose path holds the password) is not shown.
+  const url = variable.endsWith('_URL') && URL.canParse(value) ? new URL(value) : undefined;
+  if (url?.host) {
+    if (url.password) url.password = '***';
+    return `${variable}=${JSON.stringify(url.href)}`;
+  }
+  return `${variable} (${value.length} characters, not shown: it can hold a secret)`;
 }
 
 function describe(issue: z.core.$ZodIssue): string {

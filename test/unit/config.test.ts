@@ -114,7 +114,7 @@ describe('configuration from the environment', () => {
     [{ TRUST_PROXY: 'yes' }, 'TRUST_PROXY'],
   ])('refuses %j with one line naming the variable', (env, variable) => {
     const message = failure(env);
-    expect(message.startsWith(`Invalid ${variable}=`)).toBe(true);
+    expect(message.startsWith(`Invalid ${variable}`)).toBe(true);
     expect(message).not.toContain('\n');
   });
 
@@ -138,6 +138,27 @@ describe('configuration from the environment', () => {
       );
     },
   );
+
+  it('never shows a secret a refused setting carries: a URL with its password as ***, a secret by its length only', () => {
+    // Each was quoted whole, to stderr and on to whatever collects the logs.
+    expect(failure({ DATABASE_URL: 'postgress://svc:s3cret-pw@db.internal/svc' })).toBe(
+      'Invalid DATABASE_URL="postgress://svc:***@db.internal/svc": must be a postgres:// or postgresql:// URL',
+    );
+    expect(failure({ REDIS_URL: 'redis-tls://:s3cret-pw@cache.internal:6379' })).toBe(
+      'Invalid REDIS_URL="redis-tls://:***@cache.internal:6379": must be a redis:// or rediss:// URL',
+    );
+    // Not a URL with an authority (this one parses as the scheme `svc:` with the password in its path): not shown.
+    const unparsed = failure({ DATABASE_URL: 'svc:s3cret-pw@db.internal:port/svc' });
+    expect(unparsed).toBe(
+      'Invalid DATABASE_URL (34 characters, not shown: it can hold a secret): must be a postgres:// or postgresql:// URL',
+    );
+    expect(failure({ DATABASE_URL: 'postgres:/svc:s3cret-pw@db.internal/svc' })).not.toContain('s3cret');
+    expect(failure({ AGENCY_MCP_CLIENT_SECRET: 's3cret-pw-too-short' })).toBe(
+      'Invalid AGENCY_MCP_CLIENT_SECRET (19 characters, not shown: it can hold a secret): must be at least 32 characters',
+    );
+    // A setting that holds no secret is still quoted, so the operator sees what was read.
+    expect(failure({ API_PORT: 'eighty' })).toMatch(/^Invalid API_PORT="eighty": /);
+  });
 
   it('lists the allowed values of an enumerated setting', () => {
     expect(failure({ NODE_ENV: 'staging' })).toBe(
