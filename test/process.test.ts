@@ -260,53 +260,6 @@ it('a SIGTERM that arrives as the URLs are printed still drains, closes and exit
   }
 }, 60_000);
 
-it('a second Ctrl-C (SIGINT) ends the drain at once with exit code 130; a supervisor repeating SIGTERM does not', async () => {
-  // With a request in flight the drain waits for it (up to SHUTDOWN_TIMEOUT_SECONDS, here far away); a second Ctrl-C
-  // at the terminal was ignored like the first's repeat.
-  const fresh = await freshDatabase();
-  try {
-    for (const second of ['SIGINT', 'SIGTERM'] as const) {
-      const cli = spawn(process.execPath, ['bin/svc.js', 'start', '--only', 'auth'], {
-        env: cliEnv(fresh.env, { ...EPHEMERAL_PORTS, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_SECONDS: '600' }),
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      const exited = new Promise<number | null>((resolve) => cli.on('exit', resolve));
-      let out = '';
-      cli.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-      cli.stderr!.resume();
-      try {
-        const listening = /"surface":"auth","url":"http:\/\/[^:]+:(\d+)"/;
-        for (let i = 0; i < 200 && !listening.test(out); i++) await new Promise((r) => setTimeout(r, 50));
-        const port = Number(listening.exec(out)![1]);
-        // Headers and part of the body: a request the drain waits for.
-        const inFlight = connect(port, '127.0.0.1');
-        inFlight.on('error', () => {});
-        inFlight.write(
-          'POST /api/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"user',
-        );
-        await new Promise((r) => setTimeout(r, 200));
-        cli.kill('SIGINT');
-        for (let i = 0; i < 100 && !out.includes('shutting down'); i++)
-          await new Promise((r) => setTimeout(r, 50));
-        cli.kill(second);
-        if (second === 'SIGINT') {
-          expect(await settledWithin(exited, 10_000)).toBe(130);
-          expect(out).toContain('"msg":"stopping at once: the requests in flight are not finished"');
-        } else {
-          expect(await settledWithin(exited, 1_000)).toBe('still running');
-          inFlight.destroy();
-          expect(await settledWithin(exited, 10_000)).toBe(0);
-        }
-        inFlight.destroy();
-      } finally {
-        if (cli.exitCode === null && cli.signalCode === null) cli.kill('SIGKILL');
-      }
-    }
-  } finally {
-    await fresh.drop();
-  }
-}, 90_000);
-
 /** The API's and the metrics listener's URLs, read from a `svc start --only api` process's log once it has both. */
 async function apiAndMetricsUrls(output: () => string): Promise<{ api: string; metricsUrl: string }> {
   const apiListening = /"surface":"api","url":"(http:[^"]+)"[^\n]*"msg":"listening"/;

@@ -231,13 +231,7 @@ async function start(config: Config, only: Surface[] | undefined): Promise<void>
 function stopOnSignals(config: Config, services: Services): void {
   let stopping = false;
   const stop = (signal: string) => {
-    if (stopping) {
-      // A second Ctrl-C at the terminal: whoever is there wants it to end now, not after the drain
-      // (SHUTDOWN_TIMEOUT_SECONDS). A supervisor's repeated SIGTERM does not cut the drain short.
-      if (signal !== 'SIGINT') return;
-      services.ctx.log.warn({ signal }, 'stopping at once: the requests in flight are not finished');
-      process.exit(130);
-    }
+    if (stopping) return;
     stopping = true;
     services.ctx.log.info({ signal }, 'shutting down: finishing in-flight requests');
     const timer = setTimeout(() => {
