@@ -29,7 +29,7 @@ export async function migrateToLatest(db: Kysely<Database>): Promise<MigrationRe
     try {
       return await migrate(db, (migrator) => migrator.migrateToLatest());
     } catch (e) {
-      if (!sqlite || attempt >= SQLITE_MIGRATION_ATTEMPTS) throw e;
+      if (!sqlite || e instanceof UnknownMigrations || attempt >= SQLITE_MIGRATION_ATTEMPTS) throw e;
       await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
     }
   }
@@ -42,10 +42,38 @@ export async function migrateTo(db: Kysely<Database>, name: string): Promise<Mig
   return migrate(db, (migrator) => migrator.migrateTo(name));
 }
 
+/**
+ * The database holds migrations this build does not have: a newer build migrated it (a rolled-back deploy, an
+ * instance of the previous release restarting during a rollout), or another branch's. Kysely's own message read as
+ * damage ("corrupted migrations: previously executed migration 0006-… is missing"); the build refuses to run against a
+ * schema it does not know either way, changing nothing, and says what to do.
+ */
+export class UnknownMigrations extends Error {
+  override name = 'UnknownMigrations';
+}
+
+/** Throws UnknownMigrations when the database records a migration this build does not have. */
+async function refuseUnknownMigrations(db: Kysely<Database>): Promise<void> {
+  let applied: string[];
+  try {
+    const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(db);
+    applied = rows.map((r) => r.name);
+  } catch {
+    return; // no bookkeeping table yet: a new database
+  }
+  const unknown = applied.filter((name) => !Object.hasOwn(migrations, name));
+  if (unknown.length === 0) return;
+  throw new UnknownMigrations(
+    `the database has migrations this build of svc does not (${unknown.join(', ')}): a newer build applied them. ` +
+      'Run that build or a newer one, or restore a backup from before them; nothing was changed',
+  );
+}
+
 async function migrate(
   db: Kysely<Database>,
   run: (migrator: Migrator) => ReturnType<Migrator['migrateToLatest']>,
 ): Promise<MigrationResult[]> {
+  await refuseUnknownMigrations(db);
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => migrations },

@@ -110,3 +110,37 @@ describe(`0004 one connection per app (${ENGINE})`, () => {
     ).rejects.toThrow();
   });
 });
+
+describe(`a database migrated by a newer build (${ENGINE})`, () => {
+  it('is refused with what to do, and nothing changed, where Kysely called the migrations corrupted', async () => {
+    const db = store.db;
+    await migrateToLatest(db);
+    const newer = '9999-from-a-newer-build';
+    const applied = () =>
+      db
+        .selectFrom('kysely_migration' as never)
+        .select('name' as never)
+        .execute()
+        .then((rows) => (rows as { name: string }[]).map((r) => r.name).sort());
+    await db
+      .insertInto('kysely_migration' as never)
+      .values({ name: newer, timestamp: new Date(0).toISOString() } as never)
+      .execute();
+    const before = await applied();
+    try {
+      await expect(migrateToLatest(db)).rejects.toThrow(
+        `the database has migrations this build of svc does not (${newer}): a newer build applied them. ` +
+          'Run that build or a newer one, or restore a backup from before them; nothing was changed',
+      );
+      await expect(migrateTo(db, '0004-one-connection-per-app')).rejects.toThrow(newer);
+      // Nothing was rolled back or applied: migrating to 0004 would have undone 0005 (its `family` column).
+      expect(await applied()).toEqual(before);
+      await db.selectFrom('refresh_tokens').select('family').limit(1).execute();
+    } finally {
+      await db
+        .deleteFrom('kysely_migration' as never)
+        .where('name' as never, '=', newer as never)
+        .execute();
+    }
+  });
+});
