@@ -104,6 +104,17 @@ describe('svc', () => {
         code: 1,
         err: `svc: file is not a database (SQLITE_NOTADB: the embedded database in ${dir})`,
       });
+      // A file where DATA_DIR, or a directory on its path, should be: Node's message named neither the setting nor why.
+      delete process.env['DATABASE_URL'];
+      process.env['DATA_DIR'] = join(dir, 'svc.sqlite');
+      expect(await svc('migrate')).toMatchObject({
+        code: 1,
+        err: `svc: DATA_DIR ${join(dir, 'svc.sqlite')} cannot hold the embedded database: a file is in the way (EEXIST)`,
+      });
+      process.env['DATA_DIR'] = join(dir, 'svc.sqlite', 'data');
+      expect((await svc('migrate')).err).toBe(
+        `svc: DATA_DIR ${join(dir, 'svc.sqlite', 'data')} cannot hold the embedded database: a file is in the way (ENOTDIR)`,
+      );
       // PostgreSQL's SQLSTATE, for a database that is not there.
       const url = new URL(process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test');
       url.pathname = '/svc_no_such_database';
@@ -185,6 +196,11 @@ describe('svc', () => {
     });
     const taken = await svc('users', 'create', '--username', 'marie', '--password', 'radium-radium');
     expect(taken).toMatchObject({ code: 2, err: 'svc: username marie is taken' });
+    // Neither way of giving the password: the message names the one to prefer (it said "--password is required").
+    expect(await svc('users', 'create', '--username', 'pierre')).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('svc: --password-stdin (or --password PW) is required'),
+    });
     const weak = await svc('users', 'create', '--username', 'pierre', '--password', 'short');
     expect(weak.code).toBe(2);
     const session = await svc('sessions', 'create', '--username', 'marie');

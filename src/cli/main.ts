@@ -71,6 +71,8 @@ const COMMANDS: Record<string, Command> = {
     run: (v, config) =>
       withContext(config, async (ctx) => {
         const username = required(v, 'username');
+        if (!v['password-stdin'] && v['password'] === undefined)
+          throw new UsageError('--password-stdin (or --password PW) is required');
         const password = v['password-stdin']
           ? readFileSync(0, 'utf8').replace(/\r?\n$/, '')
           : required(v, 'password');

@@ -251,7 +251,14 @@ function sqliteFile(dataDir: string): {
   shared: SharedRead;
   prepare: (sql: string) => SQLite.Statement;
 } {
-  mkdirSync(dataDir, { recursive: true });
+  try {
+    mkdirSync(dataDir, { recursive: true });
+  } catch (e) {
+    // Node's message names the path but not the setting (`EEXIST: file already exists, mkdir '/srv/svc'`).
+    const code = (e as NodeJS.ErrnoException).code;
+    const problem = code === 'EEXIST' || code === 'ENOTDIR' ? 'a file is in the way' : (e as Error).message;
+    throw new Error(`DATA_DIR ${dataDir} cannot hold the embedded database: ${problem} (${code})`);
+  }
   const database = new SQLite(join(dataDir, 'svc.sqlite'));
   database.pragma('journal_mode = WAL');
   // Durable commits: WAL with `synchronous = NORMAL` survives a crash of the process but may roll back the last
