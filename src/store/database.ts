@@ -246,6 +246,15 @@ function isConnectionFailure(e: unknown): boolean {
   return !(e instanceof pg.DatabaseError) || /^(08|57P0[1-3])/.test(e.code ?? '') || isReadOnly(e);
 }
 
+/** Why DATA_DIR could not be made, by Node's code. */
+const DATA_DIR_PROBLEMS: Record<string, string> = {
+  EEXIST: 'a file is in the way',
+  ENOTDIR: 'a file is in the way',
+  EACCES: 'this process may not create it',
+  EPERM: 'this process may not create it',
+  EROFS: 'its file system is read-only',
+};
+
 function sqliteFile(dataDir: string): {
   database: SQLite.Database;
   shared: SharedRead;
@@ -255,9 +264,11 @@ function sqliteFile(dataDir: string): {
     mkdirSync(dataDir, { recursive: true });
   } catch (e) {
     // Node's message names the path but not the setting (`EEXIST: file already exists, mkdir '/srv/svc'`).
-    const code = (e as NodeJS.ErrnoException).code;
-    const problem = code === 'EEXIST' || code === 'ENOTDIR' ? 'a file is in the way' : (e as Error).message;
-    throw new Error(`DATA_DIR ${dataDir} cannot hold the embedded database: ${problem} (${code})`);
+    const code = (e as NodeJS.ErrnoException).code ?? '';
+    const problem = DATA_DIR_PROBLEMS[code];
+    throw new Error(
+      `DATA_DIR ${dataDir} cannot hold the embedded database: ${problem ? `${problem} (${code})` : (e as Error).message}`,
+    );
   }
   const database = new SQLite(join(dataDir, 'svc.sqlite'));
   database.pragma('journal_mode = WAL');
