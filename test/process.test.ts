@@ -234,11 +234,9 @@ it('four `svc seed-demo` processes at once on one empty database all succeed, wi
   }
 });
 
-it('a SIGTERM that arrives as the URLs are printed still drains, closes and exits 0', async () => {
-  // A supervisor may stop the service the moment it reads its URLs. The preload signals the process from inside the
-  // banner's write, so the handlers must already be in place then: without them SIGTERM's default action ends the
-  // process at once, killed by the signal, with nothing closed (a race a parent polling the output once lost in CI).
-  const sigtermAtBanner = preload(
+/** A preload that sends the process SIGTERM from inside the banner's write: it stops as soon as it is up. */
+const sigtermAtBanner = () =>
+  preload(
     'sigterm-at-banner.mjs',
     `import process from 'node:process';
     const write = process.stderr.write.bind(process.stderr);
@@ -248,13 +246,30 @@ it('a SIGTERM that arrives as the URLs are printed still drains, closes and exit
       return written;
     };`,
   );
+
+it('a SIGTERM that arrives as the URLs are printed still drains, closes and exits 0', async () => {
+  // A supervisor may stop the service the moment it reads its URLs. The preload signals the process from inside the
+  // banner's write, so the handlers must already be in place then: without them SIGTERM's default action ends the
+  // process at once, killed by the signal, with nothing closed (a race a parent polling the output once lost in CI).
   const fresh = await freshDatabase();
   try {
     const env = cliEnv(fresh.env, { ...EPHEMERAL_PORTS, LOG_LEVEL: 'info' });
-    const ended = await runCli(['start', '--only', 'api,auth'], env, sigtermAtBanner);
+    const ended = await runCli(['start', '--only', 'api,auth'], env, sigtermAtBanner());
     expect({ code: ended.code, signal: ended.signal }, ended.out).toEqual({ code: 0, signal: null });
     expect(ended.out).toContain('svc is up');
     expect(ended.out).toContain('"msg":"stopped"');
+  } finally {
+    await fresh.drop();
+  }
+}, 60_000);
+
+it('serves a surface named twice in --only once (the second listen met the first on its own port)', async () => {
+  const fresh = await freshDatabase();
+  try {
+    const env = cliEnv(fresh.env, { ...EPHEMERAL_PORTS, LOG_LEVEL: 'info' });
+    const ended = await runCli(['start', '--only', 'api, auth,api'], env, sigtermAtBanner());
+    expect({ code: ended.code, signal: ended.signal }, ended.out).toEqual({ code: 0, signal: null });
+    expect(ended.out.match(/^ {2}api +http:/gm), ended.out).toHaveLength(1);
   } finally {
     await fresh.drop();
   }

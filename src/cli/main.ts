@@ -184,7 +184,8 @@ function parseSurfaces(value: unknown): Surface[] | undefined {
   if (unknown.length || names.length === 0) {
     throw new UsageError(`--only takes a comma-separated list of ${SURFACES.join(', ')}`);
   }
-  return names as Surface[];
+  // Named twice, served once: the second listen met the first on its own port (EADDRINUSE).
+  return [...new Set(names)] as Surface[];
 }
 
 /** Runs a one-off command with the same context as the server (migrated store, keys), then closes it. */
