@@ -266,7 +266,12 @@ it('a SIGTERM that arrives as the URLs are printed still drains, closes and exit
 it('serves a surface named twice in --only once (the second listen met the first on its own port)', async () => {
   const fresh = await freshDatabase();
   try {
-    const env = cliEnv(fresh.env, { ...EPHEMERAL_PORTS, LOG_LEVEL: 'info' });
+    // A port of its own (on port 0 each listen gets another, and the second went unnoticed, its server left open).
+    const env = cliEnv(fresh.env, {
+      ...EPHEMERAL_PORTS,
+      API_PORT: String(await freePort()),
+      LOG_LEVEL: 'info',
+    });
     const ended = await runCli(['start', '--only', 'api, auth,api'], env, sigtermAtBanner());
     expect({ code: ended.code, signal: ended.signal }, ended.out).toEqual({ code: 0, signal: null });
     expect(ended.out.match(/^ {2}api +http:/gm), ended.out).toHaveLength(1);
