@@ -32,6 +32,7 @@ import { asListenFailure } from './http/listen-failure.js';
 import { listenMetrics, type MetricsListener, PrometheusMetrics } from './http/metrics.js';
 import { createServer, type SurfaceServerOptions } from './http/server.js';
 import { MCP_SERVER_OPTIONS } from './mcp-kit/endpoint.js';
+import { PACKAGE_IDENTITY } from './mcp-kit/server-identity.js';
 import { mcpSurface } from './mcp/plugin.js';
 import { CachedLookup } from './store/cached-lookup.js';
 import { openStore, type Store } from './store/database.js';
@@ -360,7 +361,10 @@ function publishUrls(ctx: AppContext, servers: Partial<Record<Surface, FastifyIn
   const urls = publishBindings(ctx.config, ports);
   for (const [surface, port] of Object.entries(ports)) {
     const url = urls[surface as Surface];
-    ctx.log.info({ surface, url, listen: `${ctx.config.host}:${port}` }, 'listening');
+    ctx.log.info(
+      { surface, url, listen: `${ctx.config.host}:${port}`, version: PACKAGE_IDENTITY.version },
+      'listening',
+    );
   }
 }
 

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -62,6 +62,25 @@ describe('svc', () => {
     const r = await svc('--help');
     expect(r.code).toBe(0);
     for (const c of COMMANDS) expect(r.out).toContain(c);
+  });
+
+  it('says which build it is (--version, or version), with no setting read', async () => {
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+      name: string;
+      version: string;
+    };
+    process.env['API_PORT'] = 'not a port'; // a bad setting does not stand in the way
+    try {
+      for (const args of [['--version'], ['version']]) {
+        expect(await svc(...args)).toEqual({
+          code: 0,
+          out: `svc ${pkg.version} (${pkg.name}, node ${process.version})`,
+          err: '',
+        });
+      }
+    } finally {
+      delete process.env['API_PORT'];
+    }
   });
 
   it.each(COMMANDS)('%s --help', async (command) => {

@@ -109,6 +109,8 @@ it('writes only JSON lines to stdout, its log: the banner for the terminal goes 
     .map((l) => JSON.parse(l) as Record<string, unknown>)
     .filter((l) => l['msg'] === 'listening');
   expect(listening.map((l) => l['surface']).sort()).toEqual(['api', 'auth']);
+  // Which build answers, for whoever reads the log (the package's version).
+  for (const line of listening) expect(line['version']).toMatch(/^\d+\.\d+\.\d+/);
   expect(String(listening.find((l) => l['surface'] === 'auth')!['url'])).toBe(authUrl().origin);
 });
 

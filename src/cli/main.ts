@@ -9,6 +9,7 @@ import type { AppContext } from '../context.js';
 import { toRfc3339 } from '../base/clock.js';
 import { DemoSeedRefused, seedDemo } from '../domain/demo-seed.js';
 import { isDependencyOutage } from '../http/dependency-outage.js';
+import { PACKAGE_IDENTITY } from '../mcp-kit/server-identity.js';
 import { createSession } from '../domain/sessions.js';
 import { canonicalUsername, createUser, findUserByUsername, UserInputError } from '../domain/users.js';
 import { openStore } from '../store/database.js';
@@ -280,7 +281,7 @@ function help(name?: string): string {
     ...list,
     '',
     'Settings come from the environment; see the README.',
-    "Run 'svc <command> --help' for a command's options.",
+    "Run 'svc <command> --help' for a command's options, 'svc --version' for this build's.",
   ].join('\n');
 }
 
@@ -290,6 +291,11 @@ export async function main(argv: string[]): Promise<number> {
   const rest = argv.slice(COMMANDS[two] ? 2 : 1);
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     console.log(help());
+    return 0;
+  }
+  // Which build is this: the question of whoever is on call, or rolling a deploy back.
+  if (name === '--version' || name === 'version') {
+    console.log(`svc ${PACKAGE_IDENTITY.version} (${PACKAGE_IDENTITY.name}, node ${process.version})`);
     return 0;
   }
   const command = COMMANDS[name];
