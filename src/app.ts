@@ -32,7 +32,7 @@ import { asListenFailure } from './http/listen-failure.js';
 import { listenMetrics, type MetricsListener, PrometheusMetrics } from './http/metrics.js';
 import { createServer, type SurfaceServerOptions } from './http/server.js';
 import { MCP_SERVER_OPTIONS } from './mcp-kit/endpoint.js';
-import { PACKAGE_IDENTITY } from './mcp-kit/server-identity.js';
+import { PACKAGE_IDENTITY } from './base/package-identity.js';
 import { mcpSurface } from './mcp/plugin.js';
 import { CachedLookup } from './store/cached-lookup.js';
 import { openStore, type Store } from './store/database.js';

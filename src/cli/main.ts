@@ -9,7 +9,7 @@ import type { AppContext } from '../context.js';
 import { toRfc3339 } from '../base/clock.js';
 import { DemoSeedRefused, seedDemo } from '../domain/demo-seed.js';
 import { isDependencyOutage } from '../http/dependency-outage.js';
-import { PACKAGE_IDENTITY } from '../mcp-kit/server-identity.js';
+import { PACKAGE_IDENTITY } from '../base/package-identity.js';
 import { createSession } from '../domain/sessions.js';
 import { canonicalUsername, createUser, findUserByUsername, UserInputError } from '../domain/users.js';
 import { openStore } from '../store/database.js';

@@ -7,7 +7,7 @@ import { UserSchema } from '../domain/resources.js';
 import { protectedResourceMetadataUrl } from '../mcp-kit/protected-resource.js';
 import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import { NO_ARGUMENTS_JSON } from '../mcp-kit/schema-validator.js';
-import { PACKAGE_IDENTITY } from '../mcp-kit/server-identity.js';
+import { PACKAGE_IDENTITY } from '../base/package-identity.js';
 import { ME_RESOURCE, ME_URI } from '../mcp/user-resources.js';
 import { GET_ME } from '../mcp/user-tools.js';
 

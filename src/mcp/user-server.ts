@@ -2,7 +2,7 @@ import { McpServer, type McpServerFactory } from '@modelcontextprotocol/server';
 import type { AppContext } from '../context.js';
 import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import { sharedJsonSchemaValidator } from '../mcp-kit/schema-validator.js';
-import { PACKAGE_IDENTITY } from '../mcp-kit/server-identity.js';
+import { PACKAGE_IDENTITY } from '../base/package-identity.js';
 import { registerUserResources } from './user-resources.js';
 import { registerUserTools } from './user-tools.js';
 
