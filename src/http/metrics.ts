@@ -1,6 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import process from 'node:process';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { PACKAGE_IDENTITY } from '../base/package-identity.js';
 import { type CacheCounter, type Metrics, REFRESH_OUTCOMES, type RefreshOutcome } from '../base/metrics.js';
 import { type Config, SURFACES, urlHost } from '../config/config.js';
 import { REVOKE_REASONS } from '../domain/connections.js';
@@ -77,6 +79,16 @@ export class PrometheusMetrics implements Metrics {
   constructor() {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
+    // Which build each instance runs, as Prometheus exporters say it (`*_build_info`, value 1): a rollout or a rollback
+    // shows as `count by (version) (svc_build_info)`.
+    new Gauge({
+      name: 'svc_build_info',
+      help: "This instance's build: the package's version and Node's",
+      labelNames: ['version', 'node'],
+      registers,
+    })
+      .labels(PACKAGE_IDENTITY.version, process.version)
+      .set(1);
     const labelNames = ['surface', 'method', 'route', 'status_class'];
     const series = this.series;
     this.requests = new Counter({

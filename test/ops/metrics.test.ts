@@ -4,6 +4,7 @@ import { loadConfig } from '../../src/config/config.js';
 import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 import { connect, register, token } from '../auth/oauth-helpers.js';
 import { rawRequest } from '../helpers/raw-http.js';
+import { PACKAGE_IDENTITY } from '../../src/base/package-identity.js';
 
 /**
  * Prometheus metrics on their own listener (METRICS_PORT), driven by real requests: the counters must move with the
@@ -180,6 +181,17 @@ describe(`metrics on METRICS_PORT (${ENGINE})`, () => {
     }
     expect(samples.some((s) => s.name === 'process_cpu_seconds_total')).toBe(true);
     expect(samples.some((s) => s.name === 'nodejs_heap_size_used_bytes')).toBe(true);
+  });
+
+  it('says which build the instance runs (svc_build_info, 1, with the package version and Node version)', async () => {
+    const build = (await scrape()).filter((s) => s.name === 'svc_build_info');
+    expect(build).toEqual([
+      {
+        name: 'svc_build_info',
+        labels: { version: PACKAGE_IDENTITY.version, node: process.version },
+        value: 1,
+      },
+    ]);
   });
 
   it('serves /metrics only on its own listener: never on a public surface', async () => {
