@@ -9,7 +9,14 @@ import { mcpHostCompanions, restHostCompanions } from './companions/hosts.js';
 import { dashboardRoutes } from './dashboard/dashboard.js';
 import { signInRoutes } from './dashboard/sign-in.js';
 import { dashboardApiRoutes } from './dashboard-api/plugin.js';
-import { type Config, knownUrl, publishBindings, SURFACES, type Surface } from './config/config.js';
+import {
+  type Config,
+  knownUrl,
+  PORT_SETTINGS,
+  publishBindings,
+  SURFACES,
+  type Surface,
+} from './config/config.js';
 import { type AppContext, type Readiness, urls } from './context.js';
 import { atMostEvery, type Clock, systemClock } from './base/clock.js';
 import { watchEventLoop } from './base/event-loop-watch.js';
@@ -18,6 +25,7 @@ import { isEmpty, seedDemo } from './domain/demo-seed.js';
 import { isSessionLive } from './domain/sessions.js';
 import { findUserById } from './domain/users.js';
 import { type CacheCounter, type Metrics, NO_METRICS } from './base/metrics.js';
+import { PACKAGE_IDENTITY } from './base/package-identity.js';
 import {
   connectRedis,
   countRefusals,
@@ -32,7 +40,6 @@ import { asListenFailure } from './http/listen-failure.js';
 import { listenMetrics, type MetricsListener, PrometheusMetrics } from './http/metrics.js';
 import { createServer, type SurfaceServerOptions } from './http/server.js';
 import { MCP_SERVER_OPTIONS } from './mcp-kit/endpoint.js';
-import { PACKAGE_IDENTITY } from './base/package-identity.js';
 import { mcpSurface } from './mcp/plugin.js';
 import { CachedLookup } from './store/cached-lookup.js';
 import { openStore, type Store } from './store/database.js';
@@ -344,8 +351,8 @@ async function listen(ctx: AppContext, surface: Surface, module: SurfaceModule):
   try {
     await app.listen({ host: config.host, port: config.ports[surface] });
   } catch (e) {
-    await app.close();
-    throw asListenFailure(e, `the ${surface} surface`, `${surface.toUpperCase().replace('-', '_')}_PORT`);
+    await app.close().catch(() => {}); // what could not listen has nothing to close but its plugins
+    throw asListenFailure(e, `the ${surface} surface`, PORT_SETTINGS[surface]);
   }
   return app;
 }

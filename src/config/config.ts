@@ -134,6 +134,14 @@ export type Env = z.infer<typeof envSchema>;
 export type Surface = 'api' | 'mcp' | 'agency-mcp' | 'auth';
 export const SURFACES: readonly Surface[] = ['api', 'mcp', 'agency-mcp', 'auth'];
 
+/** The setting of each surface's port, for messages that tell an operator what to change. */
+export const PORT_SETTINGS: Readonly<Record<Surface, keyof Env>> = {
+  api: 'API_PORT',
+  mcp: 'MCP_PORT',
+  'agency-mcp': 'AGENCY_MCP_PORT',
+  auth: 'AUTH_PORT',
+};
+
 export interface Config {
   env: Env['NODE_ENV'];
   production: boolean;
