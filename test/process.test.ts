@@ -100,7 +100,10 @@ it('prints the URLs and seeds the demo on an empty embedded database', () => {
   expect(stdout).toMatch(/auth\s+http:\/\/127\.0\.0\.1:\d+/);
 });
 
-it('writes only JSON lines to stdout, its log: the banner for the terminal goes to stderr (`svc start | jq` stopped at it)', () => {
+it('writes only JSON lines to stdout, its log: the banner for the terminal goes to stderr (`svc start | jq` stopped at it)', async () => {
+  // The log is written asynchronously, the banner at once: the listening lines may arrive after it.
+  for (let i = 0; i < 100 && (logOnly.match(/"msg":"listening"/g) ?? []).length < 2; i++)
+    await new Promise((r) => setTimeout(r, 50));
   const lines = logOnly.split('\n').filter((l) => l !== '');
   expect(lines.length).toBeGreaterThan(0);
   for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
