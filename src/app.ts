@@ -130,7 +130,11 @@ export async function startServices(config: Config, o: StartOptions = {}): Promi
     publishUrls(ctx, servers);
     if (prometheus) {
       metrics = await listenMetrics(config, prometheus.registry, config.metricsPort!).catch((e: unknown) => {
-        throw asListenFailure(e, 'the metrics listener', 'METRICS_PORT');
+        throw asListenFailure(
+          e,
+          'the metrics listener',
+          config.metricsHost === config.host ? 'HOST, METRICS_PORT' : 'METRICS_HOST, METRICS_PORT',
+        );
       });
       log.info({ url: metrics.url }, 'metrics listening');
     }
@@ -352,7 +356,7 @@ async function listen(ctx: AppContext, surface: Surface, module: SurfaceModule):
     await app.listen({ host: config.host, port: config.ports[surface] });
   } catch (e) {
     await app.close().catch(() => {}); // what could not listen has nothing to close but its plugins
-    throw asListenFailure(e, `the ${surface} surface`, PORT_SETTINGS[surface]);
+    throw asListenFailure(e, `the ${surface} surface`, `HOST, ${PORT_SETTINGS[surface]}`);
   }
   return app;
 }

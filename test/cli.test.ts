@@ -183,10 +183,22 @@ describe('svc', () => {
       delete process.env['METRICS_PORT'];
       expect(await svc('start', '--only', 'api')).toMatchObject({
         code: 1,
-        err: 'svc: the api surface cannot listen on 192.0.2.1 (HOST, API_PORT): HOST is not an address of this machine (EADDRNOTAVAIL)',
+        err: 'svc: the api surface cannot listen on 192.0.2.1 (HOST, API_PORT): that is not an address of this machine (EADDRNOTAVAIL)',
       });
+      // The metrics listener's own address (METRICS_HOST) is named as its setting.
+      Object.assign(process.env, { HOST: '127.0.0.1', METRICS_PORT: '0', METRICS_HOST: '192.0.2.1' });
+      expect((await svc('start', '--only', 'api')).err).toBe(
+        'svc: the metrics listener cannot listen on 192.0.2.1 (METRICS_HOST, METRICS_PORT): that is not an address of this machine (EADDRNOTAVAIL)',
+      );
     } finally {
-      for (const name of ['API_PORT', 'AGENCY_MCP_PORT', 'METRICS_PORT', 'HOST', 'DATABASE_URL'])
+      for (const name of [
+        'API_PORT',
+        'AGENCY_MCP_PORT',
+        'METRICS_PORT',
+        'METRICS_HOST',
+        'HOST',
+        'DATABASE_URL',
+      ])
         delete process.env[name];
       Object.assign(process.env, db.env);
       taken.close();

@@ -51,6 +51,7 @@ export const envSchema = z.object({
   AGENCY_MCP_PORT: port.default(4002),
   AUTH_PORT: port.default(4003),
   METRICS_PORT: port.optional(),
+  METRICS_HOST: z.string().min(1).optional(),
   BASE_URL: publicUrl.optional(),
   MCP_URL: publicUrl.optional(),
   AGENCY_MCP_URL: publicUrl.optional(),
@@ -147,8 +148,13 @@ export interface Config {
   production: boolean;
   host: string;
   ports: Record<Surface, number>;
-  /** The Prometheus listener's port (on HOST, `GET /metrics`); undefined = no metrics (docs/deployment.md#metrics). */
+  /** The Prometheus listener's port (`GET /metrics`); undefined = no metrics (docs/deployment.md#metrics). */
   metricsPort: number | undefined;
+  /**
+   * The address the Prometheus listener binds: METRICS_HOST, else HOST. Its own setting so that the metrics can stay on
+   * an internal address while the surfaces face the network (`HOST=0.0.0.0`).
+   */
+  metricsHost: string;
   /** Configured public URLs; a surface on port 0 has none here and gets one once the services listen (`publishBindings`). */
   urls: Record<Surface, string | undefined>;
   dataDir: string;
@@ -299,6 +305,7 @@ function fromEnv(e: Env): Config {
     host: e.HOST,
     ports,
     metricsPort: e.METRICS_PORT,
+    metricsHost: e.METRICS_HOST ?? e.HOST,
     urls: {
       api: e.BASE_URL ?? loopbackUrl(ports.api),
       mcp: e.MCP_URL ?? loopbackUrl(ports.mcp),

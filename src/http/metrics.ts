@@ -272,10 +272,10 @@ export async function listenMetrics(
   );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, config.host, () => resolve());
+    server.listen(port, config.metricsHost, () => resolve());
   });
   const bound = (server.address() as AddressInfo).port;
-  return { url: `http://${urlHost(config.host)}:${bound}/metrics`, close: () => closeServer(server) };
+  return { url: `http://${urlHost(config.metricsHost)}:${bound}/metrics`, close: () => closeServer(server) };
 }
 
 async function answerScrape(

@@ -210,6 +210,25 @@ describe(`metrics on METRICS_PORT (${ENGINE})`, () => {
   });
 });
 
+describe(`metrics on an address of their own (${ENGINE})`, () => {
+  it('METRICS_HOST binds the listener there, whatever HOST the surfaces face', async () => {
+    // Before, the listener always bound HOST: with HOST=0.0.0.0 the metrics faced the same network as the surfaces.
+    const own = await startTestServer({ env: { METRICS_PORT: '0', METRICS_HOST: '127.0.0.2' } });
+    try {
+      const listener = new URL(own.services.metricsUrl!);
+      expect(listener.hostname).toBe('127.0.0.2');
+      expect((await fetch(listener)).status).toBe(200);
+      const onHost = await fetch(`http://127.0.0.1:${listener.port}/metrics`).then(
+        (r) => r.status,
+        () => 'refused',
+      );
+      expect(onHost).toBe('refused');
+    } finally {
+      await own.close();
+    }
+  });
+});
+
 describe(`metrics are per instance and off by default (${ENGINE})`, () => {
   it('a second instance in the same process has its own registry, and sees its Redis down', async () => {
     const other = await startTestServer({ env: { METRICS_PORT: '0', REDIS_URL: 'redis://127.0.0.1:1' } });
