@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { isUnstorableText } from '../store/pg-errors.js';
 import { isDependencyOutage, OUTAGE_RETRY_AFTER_SECONDS } from './dependency-outage.js';
+import { pathOf } from './request-target.js';
 
 const UNSTORABLE_TEXT_MESSAGE = 'The request holds a character that cannot be stored (U+0000)';
 
@@ -98,7 +99,7 @@ export function routeMissMessage(miss: RouteMiss, method: string): string {
 const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
 export function routeMiss(app: FastifyInstance, request: FastifyRequest): RouteMiss {
-  const path = request.url.split('?')[0] ?? '/';
+  const path = pathOf(request.url);
   const allowed = METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
   return allowed.length === 0
     ? { kind: 'route_not_found', path }

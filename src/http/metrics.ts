@@ -7,6 +7,7 @@ import { type CacheCounter, type Metrics, REFRESH_OUTCOMES, type RefreshOutcome 
 import { type Config, SURFACES, urlHost } from '../config/config.js';
 import { REVOKE_REASONS } from '../domain/connections.js';
 import type { PoolStats } from '../store/database.js';
+import { pathOf } from './request-target.js';
 import { PARSER_REFUSAL_STATUSES } from './server.js';
 
 /** The label of every request no route matched: one value, whatever path was asked (bounded cardinality). */
@@ -283,7 +284,7 @@ async function answerScrape(
   request: IncomingMessage,
   response: ServerResponse,
 ): Promise<void> {
-  const path = (request.url ?? '').split('?', 1)[0];
+  const path = pathOf(request.url ?? '');
   if (path !== '/metrics') return plain(response, 404, 'Not found: the metrics are at /metrics\n');
   if (request.method !== 'GET' && request.method !== 'HEAD') {
     response.setHeader('allow', 'GET, HEAD');

@@ -44,6 +44,9 @@ function routedTarget(request: IncomingMessage, target: string): string {
   return decodablePath(request, rest.charCodeAt(0) === 47 ? rest : `/${rest}`);
 }
 
+/** A target's path, its query left out (the access line, a route lookup, the metrics listener). */
+export const pathOf = (target: string): string => target.split('?', 1)[0]!;
+
 /** Targets as the client sent them, of the requests `originForm` routed as another (Fastify overwrites `url`). */
 const sentTargets = new WeakMap<IncomingMessage, string>();
 

@@ -22,7 +22,7 @@ import { applyV8Flags } from '../base/v8-flags.js';
 import { deferredChildLogger } from './deferred-logger.js';
 import { ApiError, type ErrorCode } from './errors.js';
 import { bodyContentCoding, RequestRefused, UnsupportedContentCoding } from './framework-errors.js';
-import { isServerWideOptions, originForm, sentTarget, targetProblem } from './request-target.js';
+import { isServerWideOptions, originForm, pathOf, sentTarget, targetProblem } from './request-target.js';
 
 export interface ServerOptions {
   surface: Surface;
@@ -134,7 +134,8 @@ class RequestLog extends LogController {
     this.metrics.httpRequest(this.surface, method, route, status, elapsedMs / 1000);
     const level = status >= 500 ? 'error' : status >= 400 ? 'info' : this.successLevel;
     if (!(log as unknown as Logger).isLevelEnabled(level)) return;
-    const path = withoutQuery(url);
+    // The path only: the query is where tokens and codes can travel (docs/deployment.md).
+    const path = pathOf(url);
     const fields: Record<string, unknown> = {
       method,
       route: route ?? null,
@@ -145,7 +146,7 @@ class RequestLog extends LogController {
     // An absolute-form URI routed as its path, an undecodable path with its `%` taken literally: the line also shows
     // the target as sent, so that it matches what a proxy's log shows.
     const sent = raw && sentTarget(raw);
-    if (sent !== undefined) fields.target = withoutQuery(sent);
+    if (sent !== undefined) fields.target = pathOf(sent);
     // A fast path's line carries its request id in the line itself: no child logger made per request for it.
     log[level](
       requestId === undefined ? fields : { [this.requestIdLogLabel]: requestId, ...fields },
@@ -153,9 +154,6 @@ class RequestLog extends LogController {
     );
   }
 }
-
-/** A target's path: the access line leaves the query out, where tokens and codes can travel (docs/deployment.md). */
-const withoutQuery = (target: string) => target.split('?', 1)[0]!;
 
 /**
  * The client as every limit per client counts it: its address — the peer's, or behind the proxies `TRUST_PROXY` names
