@@ -135,21 +135,40 @@ export function classifyAndReport(
   return { error: classified, headers };
 }
 
+/**
+ * A refusal of the body Fastify makes before the not-found handler runs: it reads a request no route takes as it would
+ * read one a route takes (the media type, the coding, the JSON; and a `QUERY` without `Content-Type`, which RFC 10008
+ * §2 has a server fail, before it asks whether any route takes `QUERY`). For such a request the route miss is the
+ * answer: what is wrong is the method or the path, and a body no route reads says nothing.
+ */
+function refusesBodyOfMiss(error: unknown, classified: ErrorClass): boolean {
+  if ((error as Partial<FastifyError> | undefined)?.code === 'FST_ERR_ROUTE_MISSING_CONTENT_TYPE')
+    return true;
+  return (
+    classified.kind === 'invalid_json' ||
+    classified.kind === 'unsupported_media_type' ||
+    classified.kind === 'unsupported_content_coding'
+  );
+}
+
 /** Installs a scope's error and not-found handlers. */
 export function renderErrors(app: FastifyInstance, rendering: ErrorRendering): void {
-  app.setErrorHandler((error, request, reply) => {
-    const own = rendering.own?.(error, request, reply);
-    if (own) return own;
-    const { error: classified, headers } = classifyAndReport(error, request.log);
-    reply.headers(headers);
-    return rendering.classified(classified, request, reply);
-  });
   const renderMiss = rendering.routeMiss;
-  if (renderMiss) {
-    app.setNotFoundHandler((request, reply) => {
+  const answerMiss =
+    renderMiss &&
+    ((request: FastifyRequest, reply: FastifyReply) => {
       const miss = routeMiss(app, request);
       if (miss.kind === 'method_not_allowed') reply.header('allow', miss.allowed.join(', '));
       return renderMiss(miss, request, reply);
     });
-  }
+  app.setErrorHandler((error, request, reply) => {
+    const own = rendering.own?.(error, request, reply);
+    if (own) return own;
+    const { error: classified, headers } = classifyAndReport(error, request.log);
+    if (answerMiss && request.is404 && refusesBodyOfMiss(error, classified))
+      return answerMiss(request, reply);
+    reply.headers(headers);
+    return rendering.classified(classified, request, reply);
+  });
+  if (answerMiss) app.setNotFoundHandler(answerMiss);
 }

@@ -152,3 +152,61 @@ describe('an internal failure', () => {
     expect(JSON.stringify(logged)).toMatch(/stack/);
   });
 });
+
+/**
+ * A request no route takes is answered as the route miss it is, whatever its body: Fastify reads the body of such a
+ * request before its not-found handler runs, and answered a broken JSON body with 400 `invalid_json` and a `QUERY`
+ * without `Content-Type` (RFC 10008 §2) with 400 "The request could not be read", telling a client that sent to the wrong
+ * path or with the wrong method that its body was at fault.
+ */
+describe('a request no route takes, whatever its body', () => {
+  const brokenJson = { headers: [['Content-Type', 'application/json']] as [string, string][], body: '{bad' };
+
+  it('REST and the authorization server: 404 or 405 with Allow, never invalid_json', async () => {
+    for (const base of [server.url.api, server.url.auth]) {
+      const missing = await rawRequest(`${base}/nothing`, { method: 'POST', ...brokenJson });
+      expect(missing.status, base).toBe(404);
+      expect(missing.json(), base).toMatchObject({
+        error: { code: 'route_not_found', message: 'No route for POST /nothing' },
+      });
+      const query = await rawRequest(`${base}/nothing`, { method: 'QUERY' });
+      expect(query.status, base).toBe(404);
+      expect(query.json(), base).toMatchObject({ error: { code: 'route_not_found' } });
+    }
+    for (const request of [
+      { method: 'POST', ...brokenJson },
+      { method: 'QUERY' },
+      { method: 'PUT', headers: [['Content-Encoding', 'gzip']] as [string, string][], body: 'x' },
+    ]) {
+      const wrongMethod = await rawRequest(`${server.url.api}/me`, request);
+      expect(wrongMethod.status, request.method).toBe(405);
+      expect(wrongMethod.header('allow'), request.method).toBe('GET, HEAD');
+      expect(wrongMethod.json(), request.method).toMatchObject({
+        error: {
+          code: 'method_not_allowed',
+          message: `${request.method} is not allowed on /me; use GET, HEAD`,
+        },
+      });
+    }
+  });
+
+  it('the MCP hosts: their JSON-RPC 404 and 405, not a parse error', async () => {
+    for (const base of [server.url.mcp, server.url.agencyMcp]) {
+      const missing = await rawRequest(`${base}/nothing`, { method: 'POST', ...brokenJson });
+      expect(missing.status, base).toBe(404);
+      expect(missing.json(), base).toMatchObject({
+        jsonrpc: '2.0',
+        error: { message: 'Not Found: no route for /nothing' },
+      });
+      const query = await rawRequest(`${base}/mcp`, { method: 'QUERY' });
+      expect(query.status, base).toBe(405);
+      expect(query.header('allow'), base).toBe('POST');
+    }
+  });
+
+  it('a route that takes the method still reads the body: 400 invalid_json', async () => {
+    const res = await rawRequest(`${server.url.auth}/api/sessions`, { method: 'POST', ...brokenJson });
+    expect(res.status).toBe(400);
+    expect(res.json()).toMatchObject({ error: { code: 'invalid_json' } });
+  });
+});
