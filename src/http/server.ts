@@ -218,6 +218,7 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
   refuseLargeBodiesBeforeContinue(app, config.bodyLimitBytes);
   serveUnknownExpectations(app);
   refuseTunnels(app, log, o);
+  const serverWideAllow = methodsOfRoutes(app);
   // One callback-style hook (an async hook costs a promise per request): the request id and the surface's static headers.
   const staticHeaders = Object.entries(o.responseHeaders ?? {});
   app.addHook('onRequest', (request, reply, done) => {
@@ -225,7 +226,8 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     for (const [name, value] of staticHeaders) reply.header(name, value);
     const badTarget = targetProblem(request.raw, request.url);
     if (badTarget !== undefined) return done(new RequestRefused(badTarget));
-    if (isServerWideOptions(request.url)) return void reply.code(200).header('content-length', '0').send();
+    if (isServerWideOptions(request.url))
+      return void reply.code(200).header('allow', serverWideAllow()).header('content-length', '0').send();
     const coding = bodyContentCoding(request.headers);
     done(coding === undefined ? undefined : new UnsupportedContentCoding(coding));
   });
@@ -235,6 +237,23 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
     answerBesideFastify(app, log, requestLog, fastPath, staticHeaders, forms);
   }
   return app;
+}
+
+const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+/**
+ * The methods some route of the server takes, as `OPTIONS *` names them in `Allow` (RFC 9110 §9.3.7: an answer to
+ * OPTIONS SHOULD name the server's optional features, `Allow` among them; for `*`, the server as a whole). Gathered as
+ * the routes are added (the hook is installed before any surface's plugin), read once the server answers.
+ */
+function methodsOfRoutes(app: FastifyInstance): () => string {
+  const methods = new Set<string>();
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) methods.add(method);
+  });
+  let allow: string | undefined;
+  const rank = (m: string) => (METHOD_ORDER.includes(m) ? METHOD_ORDER.indexOf(m) : METHOD_ORDER.length);
+  return () => (allow ??= [...methods].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b)).join(', '));
 }
 
 /** Answers a form POST that the form fast path takes: `write` sends its answer, `handOver` gives it to Fastify. */

@@ -120,6 +120,21 @@ describe(`the asterisk-form, * (${ENGINE})`, () => {
     }
   });
 
+  // RFC 9110 §9.3.7: the answer SHOULD name the server's features, e.g. `Allow`; it named none.
+  it("OPTIONS *: Allow names the methods the host's routes take", async () => {
+    const allowOf = async (base: string) =>
+      (await rawRequest(base, { method: 'OPTIONS', target: '*' })).header('allow')?.split(', ');
+    // The REST API is read-only; its OPTIONS answers CORS preflights.
+    expect(await allowOf(env.server.url.api)).toEqual(['GET', 'HEAD', 'OPTIONS']);
+    // Streamable HTTP's POST, GET and DELETE on /mcp.
+    for (const base of [env.server.url.mcp, env.server.url.agencyMcp])
+      expect(await allowOf(base), base).toEqual(expect.arrayContaining(['GET', 'POST', 'DELETE']));
+    // Sign-in, the token endpoint, the dashboard API's writes.
+    expect(await allowOf(env.server.url.auth)).toEqual(
+      expect.arrayContaining(['GET', 'HEAD', 'POST', 'PATCH', 'DELETE']),
+    );
+  });
+
   // GET * on the authorization server redirected to /dashboard; elsewhere they were 404s or 405s.
   it('any other method with *: 400 in the surface shape (RFC 9112 §3.2.4)', async () => {
     const reason = 'The request target * is for OPTIONS only (RFC 9112 §3.2.4)';
