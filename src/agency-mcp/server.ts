@@ -1,15 +1,18 @@
 import {
   type CallToolResult,
-  type JsonSchemaType,
   McpServer,
   type McpServerFactory,
   type ServerContext,
   type StandardSchemaWithJSON,
 } from '@modelcontextprotocol/server';
-import { z } from 'zod';
+import type { z } from 'zod';
 import type { ErrorBody } from '../http/errors.js';
 import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
-import { precompiledSchema, sharedJsonSchemaValidator } from '../mcp-kit/schema-validator.js';
+import {
+  precompiledSchema,
+  sharedJsonSchemaValidator,
+  toolInputSchema,
+} from '../mcp-kit/schema-validator.js';
 import { type AgencyCall, agencyCallOf } from './auth.js';
 import type { DashboardGateway } from './gateway.js';
 import { AGENCY_TOOLS, type AgencyToolDefinition } from './tools.js';
@@ -30,35 +33,6 @@ export const AGENCY_SERVER_INSTRUCTIONS = [
 /** tools/list depends on the caller's permissions: a private, short-lived cache hint (MCP 2026-07-28 caching). */
 const PRIVATE_LIST_HINT = { ttlMs: 0, cacheScope: 'private' as const };
 const PUBLIC_HINT = { ttlMs: 300_000, cacheScope: 'public' as const };
-
-/**
- * A tool input schema: JSON Schema computed once at module scope for `tools/list`, validated with zod so that an
- * invalid argument is a tool error naming the field (an unknown field is named too).
- */
-function toolInputSchema(
-  schema: z.ZodObject,
-): StandardSchemaWithJSON<Record<string, unknown>, Record<string, unknown>> {
-  const json = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input' }) as JsonSchemaType;
-  delete (json as Record<string, unknown>)['$schema'];
-  return {
-    '~standard': {
-      version: 1,
-      vendor: 'svc',
-      jsonSchema: { input: () => json, output: () => json },
-      validate: (value: unknown) => {
-        const r = schema.safeParse(value);
-        if (r.success) return { value: r.data as Record<string, unknown> };
-        return {
-          issues: r.error.issues.map((i) =>
-            i.code === 'unrecognized_keys'
-              ? { message: `unknown field (allowed: ${Object.keys(schema.shape).join(', ')})`, path: i.keys }
-              : { message: i.message, path: i.path as PropertyKey[] },
-          ),
-        };
-      },
-    },
-  } as StandardSchemaWithJSON<Record<string, unknown>, Record<string, unknown>>;
-}
 
 interface CompiledTool {
   definition: AgencyToolDefinition;

@@ -22,11 +22,43 @@ export function precompiledSchema<T>(schema: z.ZodType<T>): StandardSchemaWithJS
   return fromJsonSchema<T>(json, sharedJsonSchemaValidator);
 }
 
-/** Tools without arguments: an empty object, nothing else (MCP tools: `inputSchema` MUST be an object schema). */
-/** The input schema of a tool without arguments, as JSON Schema. */
-export const NO_ARGUMENTS_JSON = { type: 'object', properties: {}, additionalProperties: false } as const;
+/**
+ * A tool's input schema: JSON Schema computed once at module scope for `tools/list`, validated with zod so that an
+ * invalid argument is a tool error naming the field, and an argument the tool does not take is named with what it
+ * takes (the JSON Schema validator's "data must NOT have additional properties" names neither).
+ */
+export function toolInputSchema(
+  schema: z.ZodObject,
+): StandardSchemaWithJSON<Record<string, unknown>, Record<string, unknown>> {
+  const json = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input' }) as JsonSchemaType;
+  delete (json as Record<string, unknown>)['$schema'];
+  const fields = Object.keys(schema.shape);
+  const unknownField = fields.length
+    ? `unknown field (allowed: ${fields.join(', ')})`
+    : 'unknown field (this tool takes no arguments)';
+  return {
+    '~standard': {
+      version: 1,
+      vendor: 'svc',
+      jsonSchema: { input: () => json, output: () => json },
+      validate: (value: unknown) => {
+        const r = schema.safeParse(value);
+        if (r.success) return { value: r.data as Record<string, unknown> };
+        // One issue per unknown key: the SDK joins an issue's path with dots, so two keys in one read as a nested path.
+        return {
+          issues: r.error.issues.flatMap((i) =>
+            i.code === 'unrecognized_keys'
+              ? i.keys.map((key) => ({ message: unknownField, path: [key] }))
+              : [{ message: i.message, path: i.path as PropertyKey[] }],
+          ),
+        };
+      },
+    },
+  } as StandardSchemaWithJSON<Record<string, unknown>, Record<string, unknown>>;
+}
 
-export const NO_ARGUMENTS = fromJsonSchema<Record<string, never>>(
-  { ...NO_ARGUMENTS_JSON, properties: {} },
-  sharedJsonSchemaValidator,
-);
+/** The input schema of a tool without arguments (MCP tools: `inputSchema` MUST be an object schema). */
+export const NO_ARGUMENTS = toolInputSchema(z.strictObject({}));
+
+/** The same, as JSON Schema: an empty object, nothing else. */
+export const NO_ARGUMENTS_JSON = { type: 'object', properties: {}, additionalProperties: false } as const;

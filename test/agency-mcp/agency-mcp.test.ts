@@ -273,7 +273,12 @@ describe.each(ERAS)('tools through a real SDK client on %s', (version) => {
     expect(textOf(bad)).toContain('client_id');
     const extra = await client.callTool({ name: 'list_clients', arguments: { limit: 5, colour: 'red' } });
     expect(extra.isError).toBe(true);
-    expect(textOf(extra)).toContain('colour');
+    expect(textOf(extra)).toContain('colour: unknown field (allowed: limit, cursor)');
+    // Each unknown argument named by itself: two in one issue read as a nested path, `colour.size`.
+    const two = await client.callTool({ name: 'list_clients', arguments: { colour: 'red', size: 3 } });
+    expect(textOf(two)).toContain('colour: unknown field');
+    expect(textOf(two)).toContain('size: unknown field');
+    expect(textOf(two)).not.toContain('colour.size');
     const missing = await client.callTool({
       name: 'get_client',
       arguments: { client_id: 'cli_doesnotexist' },

@@ -61,6 +61,18 @@ describe.each(MCP_VERSIONS)('a real SDK client pinned to %s', (version) => {
     expect(result._meta?.['svc/api-version']).toBe(rest.headers.get('svc-version'));
   });
 
+  // It was "data must NOT have additional properties", which named neither the argument nor what the tool takes.
+  it('get_me with an argument: a tool error naming it, and that the tool takes none', async () => {
+    const result = await client.callTool({ name: 'get_me', arguments: { username: 'grace' } });
+    expect(result.isError).toBe(true);
+    const [content] = result.content as { type: string; text: string }[];
+    expect(content!.text).toContain('username');
+    expect(content!.text).toContain('this tool takes no arguments');
+    // The input schema it lists is unchanged: an empty object, nothing else.
+    const { tools } = await client.listTools();
+    expect(tools[0]!.inputSchema).toEqual({ type: 'object', properties: {}, additionalProperties: false });
+  });
+
   it('reads user://me as application/json', async () => {
     const { contents } = await client.readResource({ uri: 'user://me' });
     expect(contents).toEqual([
