@@ -96,11 +96,12 @@ export function routeMissMessage(miss: RouteMiss, method: string): string {
     : `${method} is not allowed on ${miss.path}; use ${miss.allowed.join(', ')}`;
 }
 
-const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+/** The methods the routes here take, in the order `Allow` names them (the 405s, and `OPTIONS *` in server.ts). */
+export const ROUTE_METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
 export function routeMiss(app: FastifyInstance, request: FastifyRequest): RouteMiss {
   const path = pathOf(request.url);
-  const allowed = METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
+  const allowed = ROUTE_METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
   return allowed.length === 0
     ? { kind: 'route_not_found', path }
     : { kind: 'method_not_allowed', path, allowed };

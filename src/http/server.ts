@@ -21,7 +21,12 @@ import { endOfTurn } from '../base/turn-end.js';
 import { applyV8Flags } from '../base/v8-flags.js';
 import { deferredChildLogger } from './deferred-logger.js';
 import { ApiError, type ErrorCode } from './errors.js';
-import { bodyContentCoding, RequestRefused, UnsupportedContentCoding } from './framework-errors.js';
+import {
+  bodyContentCoding,
+  RequestRefused,
+  ROUTE_METHODS,
+  UnsupportedContentCoding,
+} from './framework-errors.js';
 import { isServerWideOptions, originForm, pathOf, sentTarget, targetProblem } from './request-target.js';
 
 export interface ServerOptions {
@@ -239,8 +244,6 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
   return app;
 }
 
-const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
-
 /**
  * The methods some route of the server takes, as `OPTIONS *` names them in `Allow` (RFC 9110 §9.3.7: an answer to
  * OPTIONS SHOULD name the server's optional features, `Allow` among them; for `*`, the server as a whole). Gathered as
@@ -252,7 +255,8 @@ function methodsOfRoutes(app: FastifyInstance): () => string {
     for (const method of [route.method].flat()) methods.add(method);
   });
   let allow: string | undefined;
-  const rank = (m: string) => (METHOD_ORDER.includes(m) ? METHOD_ORDER.indexOf(m) : METHOD_ORDER.length);
+  const order: readonly string[] = ROUTE_METHODS;
+  const rank = (m: string) => (order.includes(m) ? order.indexOf(m) : order.length);
   return () => (allow ??= [...methods].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b)).join(', '));
 }
 
