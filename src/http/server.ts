@@ -246,8 +246,9 @@ export function createServer(config: Config, o: ServerOptions): FastifyInstance 
 
 /**
  * The methods some route of the server takes, as `OPTIONS *` names them in `Allow` (RFC 9110 §9.3.7: an answer to
- * OPTIONS SHOULD name the server's optional features, `Allow` among them; for `*`, the server as a whole). Gathered as
- * the routes are added (the hook is installed before any surface's plugin), read once the server answers.
+ * OPTIONS SHOULD name the server's optional features, `Allow` among them; for `*`, the server as a whole), from the
+ * same list and in the same order as a 405's `Allow`. Gathered as the routes are added (the hook is installed before
+ * any surface's plugin), read once the server answers.
  */
 function methodsOfRoutes(app: FastifyInstance): () => string {
   const methods = new Set<string>();
@@ -255,9 +256,7 @@ function methodsOfRoutes(app: FastifyInstance): () => string {
     for (const method of [route.method].flat()) methods.add(method);
   });
   let allow: string | undefined;
-  const order: readonly string[] = ROUTE_METHODS;
-  const rank = (m: string) => (order.includes(m) ? order.indexOf(m) : order.length);
-  return () => (allow ??= [...methods].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b)).join(', '));
+  return () => (allow ??= ROUTE_METHODS.filter((method) => methods.has(method)).join(', '));
 }
 
 /** Answers a form POST that the form fast path takes: `write` sends its answer, `handOver` gives it to Fastify. */
