@@ -59,8 +59,7 @@ const undecodable = new WeakSet<IncomingMessage>();
 /** `target`, or, when its path's percent-encoding does not decode, the same with each `%` of the path as `%25`. */
 function decodablePath(request: IncomingMessage, target: string): string {
   if (!target.includes('%')) return target; // nearly every request: one scan, nothing made
-  const query = target.indexOf('?');
-  const path = query === -1 ? target : target.slice(0, query);
+  const path = pathOf(target);
   try {
     decodeURIComponent(path);
     return target;
