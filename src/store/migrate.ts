@@ -59,7 +59,9 @@ async function refuseUnknownMigrations(db: Kysely<Database>): Promise<void> {
     const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(db);
     applied = rows.map((r) => r.name);
   } catch {
-    return; // no bookkeeping table yet: a new database
+    // No bookkeeping table yet (a new database), or the database failed the read: the migrator, next, makes the
+    // table or meets the same failure and reports it.
+    return;
   }
   const unknown = applied.filter((name) => !Object.hasOwn(migrations, name));
   if (unknown.length === 0) return;
