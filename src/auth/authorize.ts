@@ -4,6 +4,7 @@ import { urls } from '../context.js';
 import { listMemberships } from '../domain/agencies.js';
 import { issueAuthorizationCode } from '../domain/authorization-codes.js';
 import { pruneExpiredGrantsHourly } from '../domain/connections.js';
+import { queryOf } from '../http/request-target.js';
 import { signedInNav } from '../web/web-session.js';
 import { PageError } from '../web/html.js';
 import { contentSecurityPolicy, sendPage } from '../web/page-scope.js';
@@ -189,11 +190,6 @@ function redirect(reply: FastifyReply, status: 302 | 303, to: string): FastifyRe
 /** Back to the authorization endpoint with the same request once the member has signed in. */
 function signInFirst(reply: FastifyReply, status: 302 | 303, req: AuthorizationRequest): FastifyReply {
   return redirect(reply, status, `/sign-in?next=${encodeURIComponent(`/oauth2/auth?${req.query}`)}`);
-}
-
-function queryOf(url: string): string {
-  const i = url.indexOf('?');
-  return i < 0 ? '' : url.slice(i + 1);
 }
 
 function stringOr<T>(value: unknown, fallback: T): string | T {

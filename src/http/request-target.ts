@@ -47,6 +47,12 @@ function routedTarget(request: IncomingMessage, target: string): string {
 /** A target's path, its query left out (the access line, a route lookup, the metrics listener). */
 export const pathOf = (target: string): string => target.split('?', 1)[0]!;
 
+/** A target's query, without its `?`; empty when it has none (the authorization endpoint, a form read from a query). */
+export function queryOf(target: string): string {
+  const i = target.indexOf('?');
+  return i < 0 ? '' : target.slice(i + 1);
+}
+
 /** Targets as the client sent them, of the requests `originForm` routed as another (Fastify overwrites `url`). */
 const sentTargets = new WeakMap<IncomingMessage, string>();
 

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { OAuthError } from '../http/oauth-errors.js';
+import { queryOf } from '../http/request-target.js';
 
 /** Registers the application/x-www-form-urlencoded parser (RFC 6749 §3.2, HTML forms) in the current scope. */
 export function acceptForms(app: FastifyInstance): void {
@@ -15,8 +16,7 @@ export class Params {
   constructor(readonly raw: URLSearchParams) {}
 
   static fromQuery(url: string): Params {
-    const i = url.indexOf('?');
-    return new Params(new URLSearchParams(i < 0 ? '' : url.slice(i + 1)));
+    return new Params(new URLSearchParams(queryOf(url)));
   }
 
   static fromBody(body: unknown): Params {
