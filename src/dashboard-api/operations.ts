@@ -57,25 +57,35 @@ export async function invoke(
   raw: Record<string, unknown>,
 ): Promise<object> {
   if (op.permission) assertPermission(access, op.permission);
-  return op.run(ctx, access, parseInput(op.input, raw));
+  return op.run(ctx, access, parseInput(op, raw));
 }
 
-/** zod → `invalid_request` naming the first bad field in `param` and in the message. */
-export function parseInput(
-  schema: z.ZodType<Record<string, unknown>>,
-  raw: unknown,
-): Record<string, unknown> {
-  const parsed = schema.safeParse(raw);
+/**
+ * zod → `invalid_request` naming the first bad field in `param` and in the message. A field the operation does not
+ * take is named with the ones it does, as a caller reads it: the query's or the body's, not the path's ids.
+ */
+function parseInput(op: Operation, raw: unknown): Record<string, unknown> {
+  const parsed = op.input.safeParse(raw);
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0]!;
   const unknownKey = issue.code === 'unrecognized_keys' ? issue.keys[0] : undefined;
   const param = unknownKey ?? (issue.path.length ? issue.path.map(String).join('.') : undefined);
   const message = unknownKey
-    ? `${unknownKey}: unknown field`
+    ? `${unknownKey}: ${unknownField(op)}`
     : param
       ? `${param}: ${issue.message}`
       : issue.message;
   throw new ApiError('invalid_request', message, param ? { param } : {});
+}
+
+/** "unknown field" with the fields `op` takes besides its path's ids (they come from the path, whatever is sent). */
+function unknownField(op: Operation): string {
+  const fromPath = new Set(Array.from(op.path.matchAll(/:(\w+)/g), (m) => m[1]));
+  const fields = op.input instanceof z.ZodObject ? Object.keys(op.input.shape) : [];
+  const taken = fields.filter((field) => !fromPath.has(field));
+  return taken.length
+    ? `unknown field (allowed: ${taken.join(', ')})`
+    : 'unknown field (this operation takes none)';
 }
 
 const notFound = (what: string, id: unknown, param: string) =>

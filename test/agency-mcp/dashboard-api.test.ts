@@ -71,7 +71,7 @@ describe('the dashboard API (docs/contract.md#rest-api, docs/contract.md#errors)
   });
 
   it('names the bad parameter', async () => {
-    const g = await grant(server);
+    const g = await grant(server, { scopes: ['agency:mcp:read', 'agency:mcp:write'] });
     const token = await dashboardToken(g);
     for (const [path, param] of [
       ['/clients?limit=0', 'limit'],
@@ -90,6 +90,23 @@ describe('the dashboard API (docs/contract.md#rest-api, docs/contract.md#errors)
     });
     expect(body.status).toBe(400);
     expect((await errorOf(body)).param).toBe('name');
+    // A field the operation does not take is named with those it takes, the path's ids left out.
+    const clientId = (
+      (await (await api(token, `/${g.agencyId}/clients`)).json()) as { data: { id: string }[] }
+    ).data[0]!.id;
+    for (const [path, init, message] of [
+      ['/clients?colour=red', {}, 'colour: unknown field (allowed: limit, cursor)'],
+      [`/clients/${clientId}?colour=red`, {}, 'colour: unknown field (this operation takes none)'],
+      [
+        `/clients/${clientId}`,
+        { method: 'PATCH', body: JSON.stringify({ nmae: 'Acme' }) },
+        'nmae: unknown field (allowed: name, email, status)',
+      ],
+    ] as const) {
+      const res = await api(token, `/${g.agencyId}${path}`, init);
+      expect(res.status, path).toBe(400);
+      expect(await errorOf(res), path).toMatchObject({ code: 'invalid_request', message });
+    }
     const notJson = await api(token, `/${g.agencyId}/clients`, { method: 'POST', body: '{' });
     expect((await errorOf(notJson)).code).toBe('invalid_json');
   });
