@@ -73,6 +73,76 @@ describe(`an unknown tool is -32602 naming it, HTTP 200 (${ENGINE})`, () => {
   }
 });
 
+/** A request of any method in the shape of the given revision, with the headers 2026-07-28 asks for. */
+function request(version: McpVersion, method: string, params: Record<string, unknown>, name?: string) {
+  const message = {
+    jsonrpc: '2.0',
+    id: 7,
+    method,
+    params: version === MODERN ? { ...params, _meta: modernMeta() } : params,
+  };
+  const headers: Record<string, string> =
+    version === MODERN
+      ? { 'mcp-protocol-version': MODERN, 'mcp-method': method, ...(name ? { 'mcp-name': name } : {}) }
+      : { 'mcp-protocol-version': version };
+  return { message, headers };
+}
+
+// JSON-RPC 2.0 §5.1; the SDK alone answered -32603 Internal error with a JSON dump of zod's issues (mcp-kit/invalid-params.ts).
+describe(`params that do not fit the method are -32602 naming the field, HTTP 200 (${ENGINE})`, () => {
+  const cases = [
+    [
+      'agency',
+      'tools/list',
+      { cursor: 5 },
+      undefined,
+      'Invalid params for tools/list: cursor: expected string, received number',
+    ],
+    [
+      'agency',
+      'tools/call',
+      { name: 'list_clients', arguments: [] },
+      'list_clients',
+      'Invalid params for tools/call: arguments: expected object, received array',
+    ],
+    [
+      'user',
+      'resources/read',
+      {},
+      undefined,
+      'Invalid params for resources/read: uri: expected string, received undefined',
+    ],
+    [
+      'user',
+      'logging/setLevel',
+      { level: 'loud' },
+      undefined,
+      'Invalid params for logging/setLevel: level: expected one of',
+    ],
+  ] as const;
+  for (const [which, method, params, name, expected] of cases) {
+    for (const version of MCP_VERSIONS) {
+      if (method === 'logging/setLevel' && version === MODERN) continue; // 2026-07-28 sets the level per request
+      it(`${which} server, ${method}, ${version}`, async () => {
+        const { message, headers } = request(version, method, params, name);
+        const res = await post(endpoints()[which], message, { token: tokenFor(which), headers });
+        expect(res.status).toBe(200);
+        const answer = (await jsonRpcOf(res)) as { id: unknown; error?: { code: number; message: string } };
+        expect(answer.id).toBe(7);
+        expect(answer.error?.code).toBe(-32602);
+        expect(answer.error?.message.startsWith(expected), answer.error?.message).toBe(true);
+      });
+    }
+  }
+  it('a method the server does not serve is still -32601, whatever its params', async () => {
+    const { message, headers } = request('2025-11-25', 'prompts/get', {});
+    const answer = (await jsonRpcOf(
+      await post(endpoints().user, message, { token: userToken, headers }),
+    )) as { error?: { code: number } };
+    expect(answer.error?.code).toBe(-32601);
+  });
+});
+
 describe(`Host must be one valid host[:port]: 400 otherwise, RFC 9112 §3.2 (${ENGINE})`, () => {
   const initialize = JSON.stringify({
     jsonrpc: '2.0',
