@@ -7,7 +7,7 @@ import { type CacheCounter, type Metrics, REFRESH_OUTCOMES, type RefreshOutcome 
 import { type Config, SURFACES, urlHost } from '../config/config.js';
 import { REVOKE_REASONS } from '../domain/connections.js';
 import type { PoolStats } from '../store/database.js';
-import { pathOf } from './request-target.js';
+import { isServerWideOptions, pathOf, targetProblem } from './request-target.js';
 import { PARSER_REFUSAL_STATUSES } from './server.js';
 
 /** The label of every request no route matched: one value, whatever path was asked (bounded cardinality). */
@@ -284,8 +284,14 @@ async function answerScrape(
   request: IncomingMessage,
   response: ServerResponse,
 ): Promise<void> {
-  const path = pathOf(request.url ?? '');
-  if (path !== '/metrics') return plain(response, 404, 'Not found: the metrics are at /metrics\n');
+  const target = request.url ?? '';
+  if (isServerWideOptions(target)) {
+    // As on the surfaces (request-target.ts): `OPTIONS *` is answered about the listener, `*` is for OPTIONS only.
+    if (request.method !== 'OPTIONS') return plain(response, 400, `${targetProblem(request, target)}\n`);
+    response.writeHead(200, { allow: 'GET, HEAD', 'content-length': '0', 'cache-control': 'no-store' });
+    return void response.end();
+  }
+  if (pathOf(target) !== '/metrics') return plain(response, 404, 'Not found: the metrics are at /metrics\n');
   if (request.method !== 'GET' && request.method !== 'HEAD') {
     response.setHeader('allow', 'GET, HEAD');
     return plain(response, 405, 'Method not allowed: use GET\n');

@@ -207,6 +207,14 @@ describe(`metrics on METRICS_PORT (${ENGINE})`, () => {
     const post = await fetch(listener, { method: 'POST' });
     expect(post.status).toBe(405);
     expect(post.headers.get('allow')).toBe('GET, HEAD');
+    // RFC 9110 §9.3.7, as on the surfaces; it was the listener's 404.
+    const serverWide = await rawRequest(listener.origin, { method: 'OPTIONS', target: '*' });
+    expect(serverWide.status).toBe(200);
+    expect(serverWide.header('allow')).toBe('GET, HEAD');
+    expect(serverWide.header('content-length')).toBe('0');
+    const getStar = await rawRequest(listener.origin, { method: 'GET', target: '*' });
+    expect(getStar.status).toBe(400);
+    expect(getStar.body).toContain('for OPTIONS only');
   });
 });
 
