@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { type AppContext, urls } from '../context.js';
 import { toRfc3339 } from '../base/clock.js';
+import { issueText } from '../base/issue-text.js';
 import { MAX_PASSWORD_LENGTH } from '../domain/passwords.js';
 import { createSession, endSession } from '../domain/sessions.js';
 import { ApiError } from '../http/errors.js';
@@ -66,7 +67,7 @@ function parseBody(body: unknown): z.infer<typeof SignInBody> {
   const param = issue.path.length ? String(issue.path[0]) : undefined;
   throw new ApiError(
     'invalid_request',
-    param ? `${param}: ${issue.message}` : 'Send a JSON object with username and password',
+    param ? `${param}: ${issueText(issue.message)}` : 'Send a JSON object with username and password',
     param ? { param } : {},
   );
 }

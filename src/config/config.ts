@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import process from 'node:process';
 import { z } from 'zod';
 import { isAddressEntry, withoutPort } from '../base/address-set.js';
+import { issueText } from '../base/issue-text.js';
 
 /**
  * Every setting of the service, read from the environment and validated once at start.
@@ -288,7 +289,7 @@ function shown(variable: string, value: string | undefined): string {
 
 function describe(issue: z.core.$ZodIssue): string {
   if (issue.code === 'invalid_value') return `allowed values are ${issue.values.map(String).join(', ')}`;
-  return issue.message.replace(/^Invalid input: /, '');
+  return issueText(issue.message);
 }
 
 function fromEnv(e: Env): Config {

@@ -4,6 +4,7 @@ import type { AppContext } from '../context.js';
 import { findAgency } from '../domain/agencies.js';
 import { findProject, insertTaskInProject, listClients } from '../domain/agency-records.js';
 import { newOrderedId } from '../base/ids.js';
+import { issueText } from '../base/issue-text.js';
 import type { Permission } from '../domain/permissions.js';
 import { ApiError } from '../http/errors.js';
 import { assertPermission, type CallerAccess } from './access.js';
@@ -73,8 +74,8 @@ function parseInput(op: Operation, raw: unknown): Record<string, unknown> {
   const message = unknownKey
     ? `${unknownKey}: ${unknownField(op)}`
     : param
-      ? `${param}: ${issue.message}`
-      : issue.message;
+      ? `${param}: ${issueText(issue.message)}`
+      : issueText(issue.message);
   throw new ApiError('invalid_request', message, param ? { param } : {});
 }
 

@@ -1,4 +1,5 @@
 import { ProtocolError, ProtocolErrorCode, Server, specTypeSchemas } from '@modelcontextprotocol/server';
+import { issueText } from '../base/issue-text.js';
 
 /**
  * JSON-RPC 2.0 §5.1: params that do not fit the method are `-32602 Invalid params`, the caller's error. The SDK
@@ -61,11 +62,7 @@ function invalidParams(method: string, issues: readonly Issue[]): string {
     );
     const field =
       path.length > 1 && path[0] === 'params' ? path.slice(1).join('.') : path.join('.') || 'request';
-    // zod's words for JSON's: "Invalid input: expected record, received array" → "expected object, received array".
-    const problem = issue.message
-      .replace(/^Invalid (input|option): /, '')
-      .replace(/^expected record\b/, 'expected object');
-    return `${field}: ${problem}`;
+    return `${field}: ${issueText(issue.message)}`;
   });
   return `Invalid params for ${method}: ${problems.join('; ')}`;
 }

@@ -5,6 +5,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/server/validators/ajv';
 import { z } from 'zod';
+import { issueText } from '../base/issue-text.js';
 
 /**
  * One JSON Schema validator for every MCP server instance in the process. The SDK builds a new Ajv per server when
@@ -49,7 +50,7 @@ export function toolInputSchema(
           issues: r.error.issues.flatMap((i) =>
             i.code === 'unrecognized_keys'
               ? i.keys.map((key) => ({ message: unknownField, path: [key] }))
-              : [{ message: i.message, path: i.path as PropertyKey[] }],
+              : [{ message: issueText(i.message), path: i.path as PropertyKey[] }],
           ),
         };
       },

@@ -279,6 +279,9 @@ describe.each(ERAS)('tools through a real SDK client on %s', (version) => {
     expect(textOf(two)).toContain('colour: unknown field');
     expect(textOf(two)).toContain('size: unknown field');
     expect(textOf(two)).not.toContain('colour.size');
+    // The type it takes, without zod's "Invalid input: " before it.
+    const wrongType = await client.callTool({ name: 'list_clients', arguments: { limit: 'ten' } });
+    expect(textOf(wrongType)).toContain('limit: expected number, received string');
     const missing = await client.callTool({
       name: 'get_client',
       arguments: { client_id: 'cli_doesnotexist' },

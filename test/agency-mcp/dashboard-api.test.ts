@@ -102,6 +102,11 @@ describe('the dashboard API (docs/contract.md#rest-api, docs/contract.md#errors)
         { method: 'PATCH', body: JSON.stringify({ nmae: 'Acme' }) },
         'nmae: unknown field (allowed: name, email, status)',
       ],
+      [
+        `/clients/${clientId}`,
+        { method: 'PATCH', body: JSON.stringify({ name: 5 }) },
+        'name: expected string, received number',
+      ],
     ] as const) {
       const res = await api(token, `/${g.agencyId}${path}`, init);
       expect(res.status, path).toBe(400);

@@ -103,6 +103,17 @@ describe('REST error responses', () => {
     }
   });
 
+  // The field, then what it should be: zod's "Invalid input: " prefix said nothing the name did not (base/issue-text.ts).
+  it('a field of the wrong type: 400 invalid_request naming it and the type it takes', async () => {
+    const res = await fetch(`${server.url.auth}/api/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: 42, password: 'ada-demo-password' }),
+    });
+    const error = await expectError(res, 400, 'invalid_request');
+    expect(error).toMatchObject({ param: 'username', message: 'username: expected string, received number' });
+  });
+
   it('another media type: 415 unsupported_media_type', async () => {
     for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml']) {
       const res = await fetch(`${server.url.auth}/api/sessions`, {

@@ -638,6 +638,12 @@ describe(`dynamic client registration (${ENGINE})`, () => {
   it('no redirect_uris → invalid_redirect_uri', async () => {
     expect((await register(server, { client_name: 'x' })).body['error']).toBe('invalid_redirect_uri');
   });
+  it('redirect_uris not an array → invalid_redirect_uri saying what it takes', async () => {
+    expect((await register(server, { redirect_uris: REDIRECT })).body).toMatchObject({
+      error: 'invalid_redirect_uri',
+      error_description: 'redirect_uris: expected array, received string',
+    });
+  });
   it('http on a non-loopback host → invalid_redirect_uri', async () => {
     expect((await register(server, { redirect_uris: ['http://agent.example/cb'] })).body['error']).toBe(
       'invalid_redirect_uri',

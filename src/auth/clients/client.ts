@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { issueText } from '../../base/issue-text.js';
 import { type ApplicationType, redirectUriProblem } from '../redirect-uri.js';
 
 /** A client as the authorization endpoint sees it, whatever its kind (docs/contract.md#connections `oauth_clients.kind`). */
@@ -74,7 +75,7 @@ export function checkClientMetadata(
     return {
       ok: false,
       error: field === 'redirect_uris' ? 'invalid_redirect_uri' : 'invalid_client_metadata',
-      description: field === 'body' ? 'Send a JSON object of client metadata' : `${field}: ${issue.message}`,
+      description: field === 'body' ? 'Send a JSON object of client metadata' : `${field}: ${issueText(issue.message)}`,
     };
   }
   const m = parsed.data;
