@@ -7,7 +7,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { z } from 'zod';
 import type { ErrorBody } from '../http/errors.js';
-import { answerInvalidParamsAsSuch } from '../mcp-kit/invalid-params.js';
+import { checkParamsBeforeHandlers } from '../mcp-kit/invalid-params.js';
 import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import {
   precompiledSchema,
@@ -63,7 +63,7 @@ const COMPILED: readonly CompiledTool[] = AGENCY_TOOLS.map((definition) => ({
  * API and comes back as a tool error naming the missing permission.
  */
 export function agencyServerFactory(gateway: DashboardGateway): McpServerFactory {
-  answerInvalidParamsAsSuch();
+  checkParamsBeforeHandlers();
   return ({ authInfo }) => {
     const server = new McpServer(AGENCY_SERVER_INFO, {
       instructions: AGENCY_SERVER_INSTRUCTIONS,

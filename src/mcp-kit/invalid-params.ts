@@ -16,7 +16,7 @@ import { issueText } from '../base/issue-text.js';
  * for methods the server serves (another is still `-32601`). The handlers `Server`'s constructor registers
  * (`initialize`, `ping`, `logging/setLevel`) are wrapped too, hence the prototype, once per process.
  */
-export function answerInvalidParamsAsSuch(): void {
+export function checkParamsBeforeHandlers(): void {
   if (installed) return;
   installed = true;
   const prototype = Server.prototype as unknown as { _wrapHandler: WrapHandler };

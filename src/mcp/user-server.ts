@@ -1,6 +1,6 @@
 import { McpServer, type McpServerFactory } from '@modelcontextprotocol/server';
 import type { AppContext } from '../context.js';
-import { answerInvalidParamsAsSuch } from '../mcp-kit/invalid-params.js';
+import { checkParamsBeforeHandlers } from '../mcp-kit/invalid-params.js';
 import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import { sharedJsonSchemaValidator } from '../mcp-kit/schema-validator.js';
 import { PACKAGE_IDENTITY } from '../base/package-identity.js';
@@ -28,7 +28,7 @@ const LIST_HINT = { ttlMs: 300_000, cacheScope: 'public' as const };
  * module-scope schemas and the shared validator so a construction costs little.
  */
 export function userServerFactory(ctx: AppContext): McpServerFactory {
-  answerInvalidParamsAsSuch();
+  checkParamsBeforeHandlers();
   return () => {
     const server = new McpServer(SERVER_INFO, {
       instructions: USER_SERVER_INSTRUCTIONS,
