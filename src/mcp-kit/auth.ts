@@ -47,6 +47,11 @@ export class McpAuthError extends Error {
 /** Who called, as the MCP handlers see it: the verified principal, carried in the SDK's pass-through `authInfo`. */
 export interface McpCaller {
   principal: Principal;
+  /**
+   * Set by a handler that met a dependency outage (PostgreSQL or SQLite's lock, say): the endpoint then answers 503
+   * with Retry-After, as every surface does, where the SDK would send a tool error or `-32603` with the driver's words.
+   */
+  unavailable?: string;
 }
 
 /** Verifies the request's bearer token for this resource; throws McpAuthError with the RFC 6750 challenge. */

@@ -5,6 +5,7 @@ import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { endOfTurn } from '../base/turn-end.js';
 import { OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
+import { UNAVAILABLE_MESSAGE } from '../http/errors.js';
 import { type ErrorClass, renderErrors } from '../http/framework-errors.js';
 import type { SurfaceServerOptions } from '../http/server.js';
 import { McpAuthError } from './auth.js';
@@ -29,9 +30,10 @@ export interface McpEndpointOptions {
   /** Answers the hottest calls without the SDK when they arrive in their canonical shape (see fast-path.ts). */
   fastPath?: FastPath;
   /**
-   * Set while a call ran when it cannot be answered with its result after all: the grant behind the token ended
-   * (maybe on another instance: 401 with the challenge), or a dependency the call needed is down (503 with
-   * Retry-After). When set, a `tools/call` answer is read whole before it is sent, so that its status can still change.
+   * Set while a request ran when it cannot be answered with its result after all: the grant behind the token ended
+   * (maybe on another instance: 401 with the challenge), or a dependency the request needed is down (503 with
+   * Retry-After). When set, the SDK's answer to a request is read whole before it is sent, so that its status can still
+   * change.
    */
   interruption?(request: FastifyRequest): Interruption | undefined;
 }
@@ -149,9 +151,9 @@ async function serveMcp(o: McpEndpointOptions, request: FastifyRequest, reply: F
     ...(request.mcpAuth ? { authInfo: request.mcpAuth } : {}),
     ...(request.body !== undefined ? { parsedBody: request.body } : {}),
   });
-  if (o.interruption && isToolCall(request.body)) {
-    // The answer of one tool call ends with its result (a JSON body, or a stream the SDK closes after it): read
-    // whole, it is sent only once the call is known not to have been interrupted.
+  if (o.interruption && isInterruptible(request.body)) {
+    // The answer to one such request ends with its result (a JSON body, or a stream the SDK closes after it): read
+    // whole, it is sent only once the request is known not to have been interrupted.
     const body = Buffer.from(await response.arrayBuffer());
     const interrupted = o.interruption(request);
     if (interrupted) return sendInterruption(request, reply, interrupted);
@@ -188,8 +190,16 @@ function endToEndHeaders(headers: Headers): Record<string, string> {
   return out;
 }
 
-function isToolCall(body: unknown): boolean {
-  return typeof body === 'object' && body !== null && (body as { method?: unknown }).method === 'tools/call';
+/**
+ * The requests whose handlers read what can be gone or down by the time they answer (a tool's data, `user://me`), each
+ * answered by one result. Not `subscriptions/listen`, whose stream stays open: read whole, it would never be sent.
+ */
+const INTERRUPTIBLE_METHODS = new Set(['tools/call', 'resources/read']);
+
+function isInterruptible(body: unknown): boolean {
+  const method =
+    typeof body === 'object' && body !== null ? (body as { method?: unknown }).method : undefined;
+  return typeof method === 'string' && INTERRUPTIBLE_METHODS.has(method);
 }
 
 /**
@@ -261,7 +271,7 @@ function jsonRpcOf(error: ErrorClass): [code: number, message: string] {
         error.message ? `Bad Request: ${error.message}` : 'Bad Request',
       ];
     case 'unavailable':
-      return [JSON_RPC_ERRORS.serverError, 'Service unavailable; retry'];
+      return [JSON_RPC_ERRORS.serverError, UNAVAILABLE_MESSAGE];
     case 'internal':
       return [JSON_RPC_ERRORS.internalError, 'Internal server error'];
   }

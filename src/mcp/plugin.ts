@@ -2,7 +2,7 @@ import { createMcpHandler } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { type DocumentBuilders, servePublicDocuments } from '../http/public-documents.js';
 import { type AppContext, urls } from '../context.js';
-import { authenticateMcpRequest, type McpAuthPolicy, toAuthInfo } from '../mcp-kit/auth.js';
+import { authenticateMcpRequest, callerOf, type McpAuthPolicy, toAuthInfo } from '../mcp-kit/auth.js';
 import { mountMcpEndpoint } from '../mcp-kit/endpoint.js';
 import { allowedHostnames } from '../mcp-kit/host-guard.js';
 import {
@@ -46,6 +46,11 @@ export async function mcpSurface(
     },
     handler,
     ...(ctx.config.mcpFastPath ? { fastPath: getMeFastPath(ctx) } : {}),
+    // A handler that met a database outage marked it on the caller (user-me.ts): 503 with Retry-After.
+    interruption: (request) => {
+      const unavailable = request.mcpAuth ? callerOf(request.mcpAuth).unavailable : undefined;
+      return unavailable === undefined ? undefined : { unavailable };
+    },
   });
 }
 

@@ -13,7 +13,7 @@ export function getMeFastPath(ctx: AppContext): FastPath {
   return async (request) => {
     const call = canonicalToolCall(request, 'get_me', LEGACY_REVISIONS);
     if (!call || !request.mcpAuth) return undefined;
-    const me = await renderMe(ctx, callerOf(request.mcpAuth).principal);
+    const me = await renderMe(ctx, callerOf(request.mcpAuth));
     // Only the latest shape is certain to satisfy the tool's outputSchema as the SDK checks it; the rest go to the SDK.
     if (!me || me.version !== ctx.versions.latest) return undefined;
     return toolResultAnswer(call, getMeResult(me), SERVER_INFO);

@@ -1,6 +1,8 @@
 import type { AppContext } from '../context.js';
 import { renderUser } from '../domain/resources.js';
-import type { Principal } from '../tokens/verifier.js';
+import { isDependencyOutage } from '../http/dependency-outage.js';
+import { UNAVAILABLE_MESSAGE } from '../http/errors.js';
+import type { McpCaller } from '../mcp-kit/auth.js';
 import { resolveVersion } from '../versions/resolve.js';
 
 /** The caller's profile in the version GET /me would use for them (docs/contract.md#versioning: no header on MCP, so pin → baseline). */
@@ -9,13 +11,21 @@ export interface RenderedMe {
   user: Record<string, unknown>;
 }
 
-/** Undefined when the token's user no longer exists. */
-export async function renderMe(ctx: AppContext, principal: Principal): Promise<RenderedMe | undefined> {
-  // The same cached read GET /me uses, so both surfaces see a profile change at the same moment.
-  const row = await ctx.users.get(principal.userId);
-  if (!row) return undefined;
-  const version = await resolveVersion(ctx, undefined, principal, row.api_version);
-  return { version, user: ctx.versions.render('user', renderUser(row), version) };
+/**
+ * Undefined when the token's user no longer exists. A database that cannot answer is marked on the caller (and the
+ * error thrown on): the endpoint answers the request 503 with Retry-After, whichever path it took.
+ */
+export async function renderMe(ctx: AppContext, caller: McpCaller): Promise<RenderedMe | undefined> {
+  try {
+    // The same cached read GET /me uses, so both surfaces see a profile change at the same moment.
+    const row = await ctx.users.get(caller.principal.userId);
+    if (!row) return undefined;
+    const version = await resolveVersion(ctx, undefined, caller.principal, row.api_version);
+    return { version, user: ctx.versions.render('user', renderUser(row), version) };
+  } catch (e) {
+    if (isDependencyOutage(e)) caller.unavailable = UNAVAILABLE_MESSAGE;
+    throw e;
+  }
 }
 
 /** `_meta` key naming the API version a result was rendered in, as `Svc-Version` does on REST (docs/contract.md#versioning). */

@@ -24,7 +24,7 @@ export function registerUserResources(server: McpServer, ctx: AppContext): void 
 }
 
 async function readMe(ctx: AppContext, call: ServerContext): Promise<ReadResourceResult> {
-  const me = await renderMe(ctx, callerOf(call.http?.authInfo).principal);
+  const me = await renderMe(ctx, callerOf(call.http?.authInfo));
   if (!me)
     throw new ProtocolError(ProtocolErrorCode.InvalidRequest, 'The user of this token no longer exists');
   return {

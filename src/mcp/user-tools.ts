@@ -23,7 +23,7 @@ export function registerUserTools(server: McpServer, ctx: AppContext): void {
 }
 
 async function getMe(ctx: AppContext, call: ServerContext): Promise<CallToolResult> {
-  const me = await renderMe(ctx, callerOf(call.http?.authInfo).principal);
+  const me = await renderMe(ctx, callerOf(call.http?.authInfo));
   if (!me) {
     return { isError: true, content: [{ type: 'text', text: 'The user of this token no longer exists.' }] };
   }

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { UNAVAILABLE_MESSAGE } from '../../src/http/errors.js';
 import { REDIS_TIMEOUT_MS } from '../../src/http/rate-limit.js';
 import { ENGINE, freshDatabase, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
-import { modernRequest } from '../helpers/mcp.js';
+import { modernRequest, post } from '../helpers/mcp.js';
 import { MARGIN_MS, OPS_REDIS_URL, postSession, within } from '../helpers/ops.js';
 import { TcpForwarder } from '../helpers/tcp-forwarder.js';
 import { grant } from '../agency-mcp/helpers.js';
@@ -147,6 +148,69 @@ describe('agency MCP tool calls while PostgreSQL is stalled (always PostgreSQL)'
     const lines = server.logs.lines.map((l) => l['msg']);
     expect(lines.filter((m) => m === 'database unavailable')).toHaveLength(1);
     expect(lines.filter((m) => m === 'dashboard API call failed' || m === 'unhandled error')).toEqual([]);
+  });
+});
+
+describe('user MCP requests while PostgreSQL is stalled (always PostgreSQL)', () => {
+  let pg: TcpForwarder;
+  let server: TestServer;
+  let drop: () => Promise<void>;
+
+  beforeAll(async () => {
+    // The session's liveness stays cached, so the outage is met inside the request, reading the user.
+    ({ pg, server, drop } = await serverBehindForwarder({ LIVENESS_CACHE_SECONDS: '300' }));
+  });
+  afterAll(() => stopAll(pg, server, drop));
+
+  // The SDK answered a tool error (HTTP 200) and `-32603` with node-postgres's words ("Connection terminated due to
+  // connection timeout"): the agent was told the server broke, not to retry.
+  it('get_me and user://me on every path are HTTP 503 with Retry-After, -32000, and it recovers', async () => {
+    const { token } = await signIn(server);
+    const endpoint = `${server.url.mcp}/mcp`;
+    const legacy = { token, headers: { 'mcp-protocol-version': '2025-11-25' } };
+    const requests = {
+      'get_me on the fast path': () =>
+        modernRequest(endpoint, 'tools/call', { name: 'get_me', arguments: {} }, { token }),
+      'get_me through the SDK': () =>
+        post(
+          endpoint,
+          {
+            jsonrpc: '2.0',
+            id: 1,
+            method: 'tools/call',
+            params: { name: 'get_me', _meta: { progressToken: 1 } },
+          },
+          legacy,
+        ),
+      'user://me, 2025-11-25': () =>
+        post(
+          endpoint,
+          { jsonrpc: '2.0', id: 1, method: 'resources/read', params: { uri: 'user://me' } },
+          legacy,
+        ),
+      'user://me, 2026-07-28': () =>
+        modernRequest(endpoint, 'resources/read', { uri: 'user://me' }, { token }),
+    };
+    // Authenticated once (the liveness cached), the user not read yet.
+    expect((await modernRequest(endpoint, 'tools/list', {}, { token })).status).toBe(200);
+    pg.stall();
+    for (const [name, request] of Object.entries(requests)) {
+      const { value: res, ms } = await timed(request);
+      expect({ name, status: res.status, retryAfter: res.headers.get('retry-after') }).toEqual({
+        name,
+        status: 503,
+        retryAfter: '5',
+      });
+      const error = ((await res.json()) as { error?: { code: number; message: string } }).error;
+      expect(error, name).toEqual({ code: -32000, message: UNAVAILABLE_MESSAGE, data: expect.anything() });
+      expect(ms).toBeLessThan(PG_BOUND_MS + MARGIN_MS);
+    }
+    pg.resume();
+    for (const request of Object.values(requests))
+      expect(await within(async () => (await request()).status === 200, 10_000)).toBeGreaterThanOrEqual(0);
+    const lines = server.logs.lines.map((l) => l['msg']);
+    expect(lines.filter((m) => m === 'database unavailable')).toHaveLength(1);
+    expect(lines.filter((m) => m === 'MCP error' || m === 'unhandled error')).toEqual([]);
   });
 });
 
