@@ -105,13 +105,14 @@ describe('PostgreSQL stalled behind a forwarder (always PostgreSQL)', () => {
   });
 });
 
-describe('agency MCP tool calls while PostgreSQL is stalled (always PostgreSQL)', () => {
+describe('MCP requests while PostgreSQL is stalled (always PostgreSQL)', () => {
   let pg: TcpForwarder;
   let server: TestServer;
   let drop: () => Promise<void>;
 
   beforeAll(async () => {
-    // The grant's liveness stays cached, so the outage is met inside the call, by the dashboard API.
+    // The grant's and the session's liveness stay cached, so the outage is met inside the request: by the dashboard
+    // API, or reading the user.
     ({ pg, server, drop } = await serverBehindForwarder({ LIVENESS_CACHE_SECONDS: '300' }));
   });
   afterAll(() => stopAll(pg, server, drop));
@@ -149,24 +150,13 @@ describe('agency MCP tool calls while PostgreSQL is stalled (always PostgreSQL)'
     expect(lines.filter((m) => m === 'database unavailable')).toHaveLength(1);
     expect(lines.filter((m) => m === 'dashboard API call failed' || m === 'unhandled error')).toEqual([]);
   });
-});
-
-describe('user MCP requests while PostgreSQL is stalled (always PostgreSQL)', () => {
-  let pg: TcpForwarder;
-  let server: TestServer;
-  let drop: () => Promise<void>;
-
-  beforeAll(async () => {
-    // The session's liveness stays cached, so the outage is met inside the request, reading the user.
-    ({ pg, server, drop } = await serverBehindForwarder({ LIVENESS_CACHE_SECONDS: '300' }));
-  });
-  afterAll(() => stopAll(pg, server, drop));
 
   // The SDK answered a tool error (HTTP 200) and `-32603` with node-postgres's words ("Connection terminated due to
   // connection timeout"): the agent was told the server broke, not to retry.
   it('get_me and user://me on every path are HTTP 503 with Retry-After, -32000, and it recovers', async () => {
-    const { token } = await signIn(server);
+    const { token } = await signIn(server, 'grace'); // not ada, whom the agency calls above read
     const endpoint = `${server.url.mcp}/mcp`;
+    const logged = server.logs.lines.length;
     const legacy = { token, headers: { 'mcp-protocol-version': '2025-11-25' } };
     const requests = {
       'get_me on the fast path': () =>
@@ -208,7 +198,7 @@ describe('user MCP requests while PostgreSQL is stalled (always PostgreSQL)', ()
     pg.resume();
     for (const request of Object.values(requests))
       expect(await within(async () => (await request()).status === 200, 10_000)).toBeGreaterThanOrEqual(0);
-    const lines = server.logs.lines.map((l) => l['msg']);
+    const lines = server.logs.lines.slice(logged).map((l) => l['msg']);
     expect(lines.filter((m) => m === 'database unavailable')).toHaveLength(1);
     expect(lines.filter((m) => m === 'MCP error' || m === 'unhandled error')).toEqual([]);
   });
