@@ -32,8 +32,8 @@ export interface McpEndpointOptions {
   /**
    * Set while a request ran when it cannot be answered with its result after all: the grant behind the token ended
    * (maybe on another instance: 401 with the challenge), or a dependency the request needed is down (503 with
-   * Retry-After). When set, the SDK's answer to a request is read whole before it is sent, so that its status can still
-   * change.
+   * Retry-After). When set, the SDK's answer to a request that can be interrupted (`tools/call`, `resources/read`) is
+   * read whole before it is sent, so that its status can still change.
    */
   interruption?(request: FastifyRequest): Interruption | undefined;
 }
