@@ -48,11 +48,19 @@ export class McpAuthError extends Error {
 export interface McpCaller {
   principal: Principal;
   /**
-   * Set by a handler that met a dependency outage (PostgreSQL or SQLite's lock, say): the endpoint then answers 503
-   * with Retry-After, as every surface does, where the SDK would send a tool error or `-32603` with the driver's words.
+   * Set by a handler that could not answer: a dependency outage (PostgreSQL or SQLite's lock, say), or a bug. The
+   * endpoint then answers 503 with Retry-After, or 500 and logs the error, as it does on the fast path, where the SDK
+   * would send a tool error (HTTP 200) or `-32603` with the error's own words.
    */
-  unavailable?: string;
+  interruption?: Interruption;
 }
+
+/**
+ * Why a request under way is answered otherwise than with its result: the grant behind the token ended (maybe on
+ * another instance: 401 with the challenge), a dependency it needed is down (503 with Retry-After), or a handler failed
+ * (500, the error logged).
+ */
+export type Interruption = { refused: McpAuthError } | { unavailable: string } | { failed: unknown };
 
 /** Verifies the request's bearer token for this resource; throws McpAuthError with the RFC 6750 challenge. */
 export async function authenticateMcpRequest(

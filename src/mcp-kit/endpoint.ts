@@ -8,7 +8,7 @@ import { OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
 import { UNAVAILABLE_MESSAGE } from '../http/errors.js';
 import { type ErrorClass, renderErrors } from '../http/framework-errors.js';
 import type { SurfaceServerOptions } from '../http/server.js';
-import { McpAuthError } from './auth.js';
+import { type Interruption, McpAuthError } from './auth.js';
 import type { FastPath } from './fast-path.js';
 import { acceptForSdk } from './accept.js';
 import { hostCheck, malformedHost, originProblem } from './host-guard.js';
@@ -30,19 +30,20 @@ export interface McpEndpointOptions {
   /** Answers the hottest calls without the SDK when they arrive in their canonical shape (see fast-path.ts). */
   fastPath?: FastPath;
   /**
-   * Set while a request ran when it cannot be answered with its result after all: the grant behind the token ended
-   * (maybe on another instance: 401 with the challenge), or a dependency the request needed is down (503 with
-   * Retry-After). When set, the SDK's answer to a request that can be interrupted (`tools/call`, `resources/read`) is
-   * read whole before it is sent, so that its status can still change.
+   * Set while a request ran when it cannot be answered with its result after all (`Interruption`). When set, the SDK's
+   * answer to a request that can be interrupted (`tools/call`, `resources/read`) is read whole before it is sent, so
+   * that its status can still change.
    */
   interruption?(request: FastifyRequest): Interruption | undefined;
 }
 
-/** Why a call under way is answered otherwise than with its result. */
-export type Interruption = { refused: McpAuthError } | { unavailable: string };
-
 function sendInterruption(request: FastifyRequest, reply: FastifyReply, i: Interruption): FastifyReply {
   if ('refused' in i) return sendAuthError(request, reply, i.refused);
+  if ('failed' in i) {
+    // As a bug on the fast path or in Fastify's hands is (http/framework-errors.ts): logged, never shown.
+    request.log.error({ err: i.failed }, 'unhandled error');
+    return sendJsonRpcError(request, reply, 500, JSON_RPC_ERRORS.internalError, 'Internal server error');
+  }
   reply.header('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
   return sendJsonRpcError(request, reply, 503, JSON_RPC_ERRORS.serverError, i.unavailable);
 }

@@ -46,11 +46,8 @@ export async function mcpSurface(
     },
     handler,
     ...(ctx.config.mcpFastPath ? { fastPath: getMeFastPath(ctx) } : {}),
-    // A handler that met a database outage marked it on the caller (user-me.ts): 503 with Retry-After.
-    interruption: (request) => {
-      const unavailable = request.mcpAuth ? callerOf(request.mcpAuth).unavailable : undefined;
-      return unavailable === undefined ? undefined : { unavailable };
-    },
+    // A handler that could not answer marked why on the caller (user-me.ts): an outage, or a bug.
+    interruption: (request) => (request.mcpAuth ? callerOf(request.mcpAuth).interruption : undefined),
   });
 }
 

@@ -12,8 +12,8 @@ export interface RenderedMe {
 }
 
 /**
- * Undefined when the token's user no longer exists. A database that cannot answer is marked on the caller (and the
- * error thrown on): the endpoint answers the request 503 with Retry-After, whichever path it took.
+ * Undefined when the token's user no longer exists. A failure is marked on the caller, and thrown on: the endpoint
+ * answers a database that cannot answer 503 with Retry-After, and a bug 500, logged, whichever path the request took.
  */
 export async function renderMe(ctx: AppContext, caller: McpCaller): Promise<RenderedMe | undefined> {
   try {
@@ -23,7 +23,7 @@ export async function renderMe(ctx: AppContext, caller: McpCaller): Promise<Rend
     const version = await resolveVersion(ctx, undefined, caller.principal, row.api_version);
     return { version, user: ctx.versions.render('user', renderUser(row), version) };
   } catch (e) {
-    if (isDependencyOutage(e)) caller.unavailable = UNAVAILABLE_MESSAGE;
+    caller.interruption = isDependencyOutage(e) ? { unavailable: UNAVAILABLE_MESSAGE } : { failed: e };
     throw e;
   }
 }

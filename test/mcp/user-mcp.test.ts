@@ -86,6 +86,60 @@ describe.each(MCP_VERSIONS)('a real SDK client pinned to %s', (version) => {
   });
 });
 
+// A bug while reading the user: the SDK sent a tool error (HTTP 200) and `-32603` carrying the error's own words, and
+// logged nothing; the fast path answered 500 and logged it. Now every path answers as the fast path did.
+describe('a handler that fails: 500 -32603 on every path, the error logged and never shown', () => {
+  it('get_me and user://me, on the fast path and through the SDK, on both wires', async () => {
+    const users = server.services.ctx.users;
+    const realGet = users.get.bind(users);
+    users.get = () => Promise.reject(new TypeError('internal detail of the failure'));
+    const legacy = { token: session.token, headers: { 'mcp-protocol-version': '2025-11-25' } };
+    const requests = {
+      'get_me on the fast path': () =>
+        modernRequest(endpoint, 'tools/call', { name: 'get_me', arguments: {} }, { token: session.token }),
+      'get_me through the SDK': () =>
+        post(
+          endpoint,
+          {
+            jsonrpc: '2.0',
+            id: 1,
+            method: 'tools/call',
+            params: { name: 'get_me', _meta: { progressToken: 1 } },
+          },
+          legacy,
+        ),
+      'user://me, 2025-11-25': () =>
+        post(
+          endpoint,
+          { jsonrpc: '2.0', id: 1, method: 'resources/read', params: { uri: 'user://me' } },
+          legacy,
+        ),
+      'user://me, 2026-07-28': () =>
+        modernRequest(endpoint, 'resources/read', { uri: 'user://me' }, { token: session.token }),
+    };
+    try {
+      for (const [name, request] of Object.entries(requests)) {
+        const logged = server.logs.lines.length;
+        const res = await request();
+        const text = await res.text();
+        expect({ name, status: res.status }).toEqual({ name, status: 500 });
+        expect(text, name).not.toContain('internal detail');
+        expect((JSON.parse(text) as { error: unknown }).error, name).toMatchObject({
+          code: -32603,
+          message: 'Internal server error',
+        });
+        const errors = server.logs.lines.slice(logged).filter((l) => l['msg'] === 'unhandled error');
+        expect(errors, name).toHaveLength(1);
+        expect(JSON.stringify(errors[0]), name).toContain('internal detail of the failure');
+        expect(errors[0]!['request_id'], name).toBe(res.headers.get('x-request-id'));
+      }
+    } finally {
+      users.get = realGet;
+    }
+    expect((await requests['user://me, 2026-07-28']()).status).toBe(200);
+  });
+});
+
 describe('refused credentials: 401 before any MCP processing', () => {
   const refusedWith401 = async (token: string, error?: string) => {
     for (const version of MCP_VERSIONS) {
