@@ -66,6 +66,24 @@ export function modernRequest(
   );
 }
 
+/**
+ * The four ways a client reads the user on the user MCP server, by name: `get_me` on the fast path (its canonical
+ * 2026-07-28 shape) and through the SDK (a progress token takes it there), and `user://me` on both wires.
+ */
+export function userReads(endpoint: string, token: string): Record<string, () => Promise<Response>> {
+  const legacy = { token, headers: { 'mcp-protocol-version': '2025-11-25' } };
+  const legacyRequest = (method: string, params: Record<string, unknown>) =>
+    post(endpoint, { jsonrpc: '2.0', id: nextId++, method, params }, legacy);
+  return {
+    'get_me on the fast path': () =>
+      modernRequest(endpoint, 'tools/call', { name: 'get_me', arguments: {} }, { token }),
+    'get_me through the SDK': () =>
+      legacyRequest('tools/call', { name: 'get_me', _meta: { progressToken: 1 } }),
+    'user://me, 2025-11-25': () => legacyRequest('resources/read', { uri: 'user://me' }),
+    'user://me, 2026-07-28': () => modernRequest(endpoint, 'resources/read', { uri: 'user://me' }, { token }),
+  };
+}
+
 /** One POST of a JSON-RPC message with the Accept header Streamable HTTP requires. */
 export function post(endpoint: string, message: unknown, o: RawMcpOptions = {}): Promise<Response> {
   return fetch(endpoint, {

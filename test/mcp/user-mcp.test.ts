@@ -10,6 +10,7 @@ import {
   MODERN,
   modernRequest,
   post,
+  userReads,
 } from '../helpers/mcp.js';
 import { baseClaims, mintAccessToken, signWithServerKey, TOKEN_TYPES } from '../helpers/tokens.js';
 
@@ -93,30 +94,7 @@ describe('a handler that fails: 500 -32603 on every path, the error logged and n
     const users = server.services.ctx.users;
     const realGet = users.get.bind(users);
     users.get = () => Promise.reject(new TypeError('internal detail of the failure'));
-    const legacy = { token: session.token, headers: { 'mcp-protocol-version': '2025-11-25' } };
-    const requests = {
-      'get_me on the fast path': () =>
-        modernRequest(endpoint, 'tools/call', { name: 'get_me', arguments: {} }, { token: session.token }),
-      'get_me through the SDK': () =>
-        post(
-          endpoint,
-          {
-            jsonrpc: '2.0',
-            id: 1,
-            method: 'tools/call',
-            params: { name: 'get_me', _meta: { progressToken: 1 } },
-          },
-          legacy,
-        ),
-      'user://me, 2025-11-25': () =>
-        post(
-          endpoint,
-          { jsonrpc: '2.0', id: 1, method: 'resources/read', params: { uri: 'user://me' } },
-          legacy,
-        ),
-      'user://me, 2026-07-28': () =>
-        modernRequest(endpoint, 'resources/read', { uri: 'user://me' }, { token: session.token }),
-    };
+    const requests = userReads(endpoint, session.token);
     try {
       for (const [name, request] of Object.entries(requests)) {
         const logged = server.logs.lines.length;
@@ -136,7 +114,7 @@ describe('a handler that fails: 500 -32603 on every path, the error logged and n
     } finally {
       users.get = realGet;
     }
-    expect((await requests['user://me, 2026-07-28']()).status).toBe(200);
+    expect((await requests['user://me, 2026-07-28']!()).status).toBe(200);
   });
 });
 

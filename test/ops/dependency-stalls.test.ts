@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UNAVAILABLE_MESSAGE } from '../../src/http/errors.js';
 import { REDIS_TIMEOUT_MS } from '../../src/http/rate-limit.js';
 import { ENGINE, freshDatabase, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
-import { modernRequest, post } from '../helpers/mcp.js';
+import { modernRequest, userReads } from '../helpers/mcp.js';
 import { MARGIN_MS, OPS_REDIS_URL, postSession, within } from '../helpers/ops.js';
 import { TcpForwarder } from '../helpers/tcp-forwarder.js';
 import { grant } from '../agency-mcp/helpers.js';
@@ -157,30 +157,7 @@ describe('MCP requests while PostgreSQL is stalled (always PostgreSQL)', () => {
     const { token } = await signIn(server, 'grace'); // not ada, whom the agency calls above read
     const endpoint = `${server.url.mcp}/mcp`;
     const logged = server.logs.lines.length;
-    const legacy = { token, headers: { 'mcp-protocol-version': '2025-11-25' } };
-    const requests = {
-      'get_me on the fast path': () =>
-        modernRequest(endpoint, 'tools/call', { name: 'get_me', arguments: {} }, { token }),
-      'get_me through the SDK': () =>
-        post(
-          endpoint,
-          {
-            jsonrpc: '2.0',
-            id: 1,
-            method: 'tools/call',
-            params: { name: 'get_me', _meta: { progressToken: 1 } },
-          },
-          legacy,
-        ),
-      'user://me, 2025-11-25': () =>
-        post(
-          endpoint,
-          { jsonrpc: '2.0', id: 1, method: 'resources/read', params: { uri: 'user://me' } },
-          legacy,
-        ),
-      'user://me, 2026-07-28': () =>
-        modernRequest(endpoint, 'resources/read', { uri: 'user://me' }, { token }),
-    };
+    const requests = userReads(endpoint, token);
     // Authenticated once (the liveness cached), the user not read yet.
     expect((await modernRequest(endpoint, 'tools/list', {}, { token })).status).toBe(200);
     pg.stall();
