@@ -48,17 +48,17 @@ export class McpAuthError extends Error {
 export interface McpCaller {
   principal: Principal;
   /**
-   * Set by a handler that could not answer: a dependency outage (PostgreSQL or SQLite's lock, say), or a bug. The
-   * endpoint then answers 503 with Retry-After, or 500 and logs the error, as it does on the fast path, where the SDK
-   * would send a tool error (HTTP 200) or `-32603` with the error's own words.
+   * Set by a handler that failed (`{ failed }`: a dependency outage, PostgreSQL or SQLite's lock, say, or a bug): the
+   * endpoint then answers the error as it does on the fast path (503 with Retry-After, or 500 and the error logged),
+   * where the SDK would send a tool error (HTTP 200) or `-32603` with the error's own words.
    */
   interruption?: Interruption;
 }
 
 /**
  * Why a request under way is answered otherwise than with its result: the grant behind the token ended (maybe on
- * another instance: 401 with the challenge), a dependency it needed is down (503 with Retry-After), or a handler failed
- * (500, the error logged).
+ * another instance: 401 with the challenge), a dependency it needed is down (503 with Retry-After, the reason as the
+ * agency's dashboard API gave it), or a handler threw (`failed`: answered as that error is everywhere, classified).
  */
 export type Interruption = { refused: McpAuthError } | { unavailable: string } | { failed: unknown };
 

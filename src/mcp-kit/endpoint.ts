@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 
 import { endOfTurn } from '../base/turn-end.js';
 import { OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
 import { UNAVAILABLE_MESSAGE } from '../http/errors.js';
-import { type ErrorClass, renderErrors } from '../http/framework-errors.js';
+import { classifyAndReport, type ErrorClass, renderErrors } from '../http/framework-errors.js';
 import type { SurfaceServerOptions } from '../http/server.js';
 import { type Interruption, McpAuthError } from './auth.js';
 import type { FastPath } from './fast-path.js';
@@ -39,11 +39,7 @@ export interface McpEndpointOptions {
 
 function sendInterruption(request: FastifyRequest, reply: FastifyReply, i: Interruption): FastifyReply {
   if ('refused' in i) return sendAuthError(request, reply, i.refused);
-  if ('failed' in i) {
-    // As a bug on the fast path or in Fastify's hands is (http/framework-errors.ts): logged, never shown.
-    request.log.error({ err: i.failed }, 'unhandled error');
-    return sendJsonRpcError(request, reply, 500, JSON_RPC_ERRORS.internalError, 'Internal server error');
-  }
+  if ('failed' in i) return sendClassified(request, reply, i.failed);
   reply.header('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
   return sendJsonRpcError(request, reply, 503, JSON_RPC_ERRORS.serverError, i.unavailable);
 }
@@ -232,6 +228,15 @@ export function sendAuthError(request: FastifyRequest, reply: FastifyReply, e: M
     .header('cache-control', 'no-store')
     .type('application/json; charset=utf-8')
     .send(e.body(request.id));
+}
+
+/**
+ * An error a handler threw, answered as Fastify's error handler answers it on this host: classified and, when it is a
+ * bug, logged, in one place (`classifyAndReport`); an outage is 503 with Retry-After.
+ */
+function sendClassified(request: FastifyRequest, reply: FastifyReply, error: unknown): FastifyReply {
+  const { error: classified, headers } = classifyAndReport(error, request.log);
+  return sendJsonRpcError(request, reply.headers(headers), classified.status, ...jsonRpcOf(classified));
 }
 
 export function sendJsonRpcError(

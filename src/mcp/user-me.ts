@@ -1,7 +1,5 @@
 import type { AppContext } from '../context.js';
 import { renderUser } from '../domain/resources.js';
-import { isDependencyOutage } from '../http/dependency-outage.js';
-import { UNAVAILABLE_MESSAGE } from '../http/errors.js';
 import type { McpCaller } from '../mcp-kit/auth.js';
 import { resolveVersion } from '../versions/resolve.js';
 
@@ -13,7 +11,8 @@ export interface RenderedMe {
 
 /**
  * Undefined when the token's user no longer exists. A failure is marked on the caller, and thrown on: the endpoint
- * answers a database that cannot answer 503 with Retry-After, and a bug 500, logged, whichever path the request took.
+ * answers it as any error is answered (a database that cannot answer 503 with Retry-After, a bug 500, logged),
+ * whichever path the request took.
  */
 export async function renderMe(ctx: AppContext, caller: McpCaller): Promise<RenderedMe | undefined> {
   try {
@@ -23,7 +22,7 @@ export async function renderMe(ctx: AppContext, caller: McpCaller): Promise<Rend
     const version = await resolveVersion(ctx, undefined, caller.principal, row.api_version);
     return { version, user: ctx.versions.render('user', renderUser(row), version) };
   } catch (e) {
-    caller.interruption = isDependencyOutage(e) ? { unavailable: UNAVAILABLE_MESSAGE } : { failed: e };
+    caller.interruption = { failed: e };
     throw e;
   }
 }
