@@ -7,3 +7,11 @@
 export function issueText(message: string): string {
   return message.replace(/^Invalid (input|option): /, '').replace(/^expected record\b/, 'expected object');
 }
+
+/**
+ * What follows the name of a field that was not asked for: the fields that are taken (`unknown field (allowed: limit,
+ * cursor)`), or, when there are none, `none` says so. The agency tools and the dashboard API word it alike.
+ */
+export function unknownFieldText(allowed: readonly string[], none: string): string {
+  return allowed.length ? `unknown field (allowed: ${allowed.join(', ')})` : `unknown field (${none})`;
+}

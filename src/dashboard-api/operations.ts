@@ -4,7 +4,7 @@ import type { AppContext } from '../context.js';
 import { findAgency } from '../domain/agencies.js';
 import { findProject, insertTaskInProject, listClients } from '../domain/agency-records.js';
 import { newOrderedId } from '../base/ids.js';
-import { issueText } from '../base/issue-text.js';
+import { issueText, unknownFieldText } from '../base/issue-text.js';
 import type { Permission } from '../domain/permissions.js';
 import { ApiError } from '../http/errors.js';
 import { assertPermission, type CallerAccess } from './access.js';
@@ -83,10 +83,10 @@ function parseInput(op: Operation, raw: unknown): Record<string, unknown> {
 function unknownField(op: Operation): string {
   const fromPath = new Set(Array.from(op.path.matchAll(/:(\w+)/g), (m) => m[1]));
   const fields = op.input instanceof z.ZodObject ? Object.keys(op.input.shape) : [];
-  const taken = fields.filter((field) => !fromPath.has(field));
-  return taken.length
-    ? `unknown field (allowed: ${taken.join(', ')})`
-    : 'unknown field (this operation takes none)';
+  return unknownFieldText(
+    fields.filter((field) => !fromPath.has(field)),
+    'this operation takes none',
+  );
 }
 
 const notFound = (what: string, id: unknown, param: string) =>

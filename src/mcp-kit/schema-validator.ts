@@ -5,7 +5,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/server/validators/ajv';
 import { z } from 'zod';
-import { issueText } from '../base/issue-text.js';
+import { issueText, unknownFieldText } from '../base/issue-text.js';
 
 /**
  * One JSON Schema validator for every MCP server instance in the process. The SDK builds a new Ajv per server when
@@ -33,10 +33,7 @@ export function toolInputSchema(
 ): StandardSchemaWithJSON<Record<string, unknown>, Record<string, unknown>> {
   const json = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input' }) as JsonSchemaType;
   delete (json as Record<string, unknown>)['$schema'];
-  const fields = Object.keys(schema.shape);
-  const unknownField = fields.length
-    ? `unknown field (allowed: ${fields.join(', ')})`
-    : 'unknown field (this tool takes no arguments)';
+  const unknownField = unknownFieldText(Object.keys(schema.shape), 'this tool takes no arguments');
   return {
     '~standard': {
       version: 1,
