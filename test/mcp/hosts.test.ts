@@ -24,27 +24,40 @@ afterAll(() => server?.close());
 
 const tokenFor = (which: 'user' | 'agency') => (which === 'user' ? userToken : agencyReadToken);
 
-/** A tools/call message in the shape of the given revision (2026-07-28 carries `_meta` and the Mcp-* headers). */
-function toolsCall(version: McpVersion, name: string, id = 1) {
-  const params: Record<string, unknown> = { name, arguments: {} };
-  if (version === MODERN) params['_meta'] = modernMeta();
-  return { jsonrpc: '2.0', id, method: 'tools/call', params };
+/** A request of any method in the shape of the given revision, with the headers 2026-07-28 asks for. */
+function request(
+  version: McpVersion,
+  method: string,
+  params: Record<string, unknown>,
+  name?: string,
+  id = 7,
+) {
+  const message = {
+    jsonrpc: '2.0',
+    id,
+    method,
+    params: version === MODERN ? { ...params, _meta: modernMeta() } : params,
+  };
+  const headers: Record<string, string> =
+    version === MODERN
+      ? { 'mcp-protocol-version': MODERN, 'mcp-method': method, ...(name ? { 'mcp-name': name } : {}) }
+      : { 'mcp-protocol-version': version };
+  return { message, headers };
 }
-function headersFor(version: McpVersion, name: string): Record<string, string> {
-  return version === MODERN
-    ? { 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': name }
-    : { 'mcp-protocol-version': version };
-}
+
+/** A tools/call of `name` without arguments, as `request` makes it. */
+const toolsCall = (version: McpVersion, name: string, id = 1) =>
+  request(version, 'tools/call', { name, arguments: {} }, name, id);
 
 describe(`JSON-RPC batches are refused on both MCP servers (${ENGINE})`, () => {
   for (const which of ['user', 'agency'] as const) {
     for (const version of MCP_VERSIONS) {
       it(`${which} server, ${version}: an array body → 400 -32600, nothing in it runs`, async () => {
         // A write tool inside a batch on a read-only token: a batch must not bypass the 403 step-up or the filter.
-        const batch = [toolsCall(version, 'get_me', 1), toolsCall(version, 'create_task', 2)];
+        const batch = [toolsCall(version, 'get_me', 1).message, toolsCall(version, 'create_task', 2).message];
         const res = await post(endpoints()[which], batch, {
           token: tokenFor(which),
-          headers: headersFor(version, 'get_me'),
+          headers: toolsCall(version, 'get_me').headers,
         });
         expect(res.status).toBe(400);
         const body = (await res.json()) as { error: { code: number; message: string }; id: null };
@@ -60,9 +73,10 @@ describe(`an unknown tool is -32602 naming it, HTTP 200 (${ENGINE})`, () => {
   for (const which of ['user', 'agency'] as const) {
     for (const version of MCP_VERSIONS) {
       it(`${which} server, ${version}`, async () => {
-        const res = await post(endpoints()[which], toolsCall(version, 'no_such_tool'), {
+        const call = toolsCall(version, 'no_such_tool');
+        const res = await post(endpoints()[which], call.message, {
           token: tokenFor(which),
-          headers: headersFor(version, 'no_such_tool'),
+          headers: call.headers,
         });
         expect(res.status).toBe(200);
         const message = (await jsonRpcOf(res)) as { error?: { code: number; message: string } };
@@ -72,21 +86,6 @@ describe(`an unknown tool is -32602 naming it, HTTP 200 (${ENGINE})`, () => {
     }
   }
 });
-
-/** A request of any method in the shape of the given revision, with the headers 2026-07-28 asks for. */
-function request(version: McpVersion, method: string, params: Record<string, unknown>, name?: string) {
-  const message = {
-    jsonrpc: '2.0',
-    id: 7,
-    method,
-    params: version === MODERN ? { ...params, _meta: modernMeta() } : params,
-  };
-  const headers: Record<string, string> =
-    version === MODERN
-      ? { 'mcp-protocol-version': MODERN, 'mcp-method': method, ...(name ? { 'mcp-name': name } : {}) }
-      : { 'mcp-protocol-version': version };
-  return { message, headers };
-}
 
 // JSON-RPC 2.0 §5.1; the SDK alone answered -32603 Internal error with a JSON dump of zod's issues (mcp-kit/invalid-params.ts).
 describe(`params that do not fit the method are -32602 naming the field, HTTP 200 (${ENGINE})`, () => {
