@@ -84,6 +84,8 @@ export interface AgencyCall {
   refused?: string;
   /** Why the dashboard API could not serve the call (503: a dependency is down): the request is then answered 503. */
   unavailable?: string;
+  /** What the call to the dashboard API threw (a bug, say): the request is then answered as that error is anywhere. */
+  failed?: unknown;
   requestId: string;
 }
 

@@ -95,7 +95,8 @@ export class DashboardGateway {
   /**
    * Calls one dashboard API operation for an agency MCP request, with its exchanged token, and marks on `caller` what
    * the endpoint must answer instead of any result (its `interruption`): the grant has ended, maybe on another
-   * instance (401; what this process cached for the token is forgotten), or a dependency is down (503).
+   * instance (401; what this process cached for the token is forgotten), a dependency is down (503), or the call threw
+   * (answered as that error is anywhere: a bug 500, logged).
    */
   async callFor(
     caller: AgencyCall,
@@ -103,9 +104,17 @@ export class DashboardGateway {
     id: OperationId,
     input: Record<string, unknown>,
   ): Promise<DashboardApiResponse> {
-    if (!caller.dashboardToken) throw new Error('a dashboard API call before the token exchange');
     const { agencyId, connectionId } = caller.principal;
-    const res = await this.call(id, caller.dashboardToken, agencyId, input, caller.requestId);
+    let res: DashboardApiResponse;
+    try {
+      if (!caller.dashboardToken) throw new Error('a dashboard API call before the token exchange');
+      res = await this.call(id, caller.dashboardToken, agencyId, input, caller.requestId);
+    } catch (e) {
+      // Thrown on: the fast path's error handler answers it; through the SDK, which would make it a tool error
+      // carrying the error's words, the endpoint does, as the interruption.
+      caller.failed = e;
+      throw e;
+    }
     const message = (res.body as Partial<ErrorBody>).error?.message;
     if (res.status === 401) {
       caller.refused = message ?? 'The connection behind this token has ended';

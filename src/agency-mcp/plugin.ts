@@ -75,6 +75,7 @@ export async function agencyMcpSurface(
       const call = request.mcpAuth?.extra?.['agency'] as AgencyCall | undefined;
       if (call?.refused !== undefined)
         return { refused: unauthorized(site().metadataUrl, 'invalid_token', call.refused) };
+      if (call?.failed !== undefined) return { failed: call.failed };
       return call?.unavailable === undefined ? undefined : { unavailable: call.unavailable };
     },
   });

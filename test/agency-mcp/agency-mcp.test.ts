@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { changeRole, removeMember } from '../../src/domain/agencies.js';
 import { toEpochSeconds } from '../../src/base/clock.js';
 import { revokeConnection } from '../../src/domain/connections.js';
+import { inProcessDashboardApi } from '../../src/dashboard-api/plugin.js';
 import { startTestServer, type TestServer } from '../helpers/harness.js';
 import {
   connectClient,
@@ -288,6 +289,49 @@ describe.each(ERAS)('tools through a real SDK client on %s', (version) => {
     });
     expect(missing.isError).toBe(true);
     expect(textOf(missing)).toContain('client_id');
+  });
+});
+
+// A bug in the call to the dashboard API: through the SDK it was a tool error (HTTP 200) carrying the error's own
+// words, and nothing was logged; the fast path answered 500 and logged it. Now every path answers as the fast path did.
+describe('a tool call that fails: 500 -32603 on every path, the error logged and never shown', () => {
+  it('reads and a write, on the fast path and through the SDK, on both wires', async () => {
+    const g = await grant(server, { scopes: ['agency:mcp:read', 'agency:mcp:write'] });
+    const dashboardApi = inProcessDashboardApi(server.services.ctx)!;
+    const realCall = dashboardApi.call.bind(dashboardApi);
+    dashboardApi.call = () => Promise.reject(new TypeError('internal detail of the failure'));
+    const legacy = (name: string, args: Record<string, unknown>) =>
+      post(
+        endpoint,
+        { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } },
+        { token: g.token, headers: { 'mcp-protocol-version': '2025-11-25' } },
+      );
+    const calls = {
+      'list_clients on the fast path': () => rawCall(g.token, 'list_clients'),
+      'list_clients through the SDK': () => rawCall(g.token, 'list_clients', { limit: 5 }),
+      'create_client on the fast path': () => rawCall(g.token, 'create_client', { name: 'Never made' }),
+      'list_clients, 2025-11-25': () => legacy('list_clients', { limit: 5 }),
+    };
+    try {
+      for (const [name, call] of Object.entries(calls)) {
+        const logged = server.logs.lines.length;
+        const res = await call();
+        const text = await res.text();
+        expect({ name, status: res.status }).toEqual({ name, status: 500 });
+        expect(text, name).not.toContain('internal detail');
+        expect((JSON.parse(text) as { error: unknown }).error, name).toMatchObject({
+          code: -32603,
+          message: 'Internal server error',
+        });
+        const errors = server.logs.lines.slice(logged).filter((l) => l['msg'] === 'unhandled error');
+        expect(errors, name).toHaveLength(1);
+        expect(JSON.stringify(errors[0]), name).toContain('internal detail of the failure');
+        expect(errors[0]!['request_id'], name).toBe(res.headers.get('x-request-id'));
+      }
+    } finally {
+      dashboardApi.call = realCall;
+    }
+    expect((await rawCall(g.token, 'list_clients', { limit: 5 })).status).toBe(200);
   });
 });
 
