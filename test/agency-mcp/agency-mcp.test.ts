@@ -7,6 +7,7 @@ import { inProcessDashboardApi } from '../../src/dashboard-api/plugin.js';
 import { startTestServer, type TestServer } from '../helpers/harness.js';
 import {
   connectClient,
+  expectEachAnsweredAsBug,
   initializeMessage,
   jsonRpcOf,
   type McpVersion,
@@ -313,21 +314,7 @@ describe('a tool call that fails: 500 -32603 on every path, the error logged and
       'list_clients, 2025-11-25': () => legacy('list_clients', { limit: 5 }),
     };
     try {
-      for (const [name, call] of Object.entries(calls)) {
-        const logged = server.logs.lines.length;
-        const res = await call();
-        const text = await res.text();
-        expect({ name, status: res.status }).toEqual({ name, status: 500 });
-        expect(text, name).not.toContain('internal detail');
-        expect((JSON.parse(text) as { error: unknown }).error, name).toMatchObject({
-          code: -32603,
-          message: 'Internal server error',
-        });
-        const errors = server.logs.lines.slice(logged).filter((l) => l['msg'] === 'unhandled error');
-        expect(errors, name).toHaveLength(1);
-        expect(JSON.stringify(errors[0]), name).toContain('internal detail of the failure');
-        expect(errors[0]!['request_id'], name).toBe(res.headers.get('x-request-id'));
-      }
+      await expectEachAnsweredAsBug(calls, server.logs, 'internal detail of the failure');
     } finally {
       dashboardApi.call = realCall;
     }

@@ -1,4 +1,5 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { expect } from 'vitest';
 
 /** The MCP protocol revisions the user MCP server serves (docs/contract.md#surfaces). */
 export const MCP_VERSIONS = ['2026-07-28', '2025-11-25', '2025-06-18'] as const;
@@ -118,4 +119,31 @@ export async function jsonRpcOf(res: Response): Promise<Record<string, unknown>>
     .map((l) => l.slice(5).trim())
     .filter(Boolean);
   return JSON.parse(data[data.length - 1]!);
+}
+
+/**
+ * Each request, made while a handler behind it throws an error whose words include `detail`: answered HTTP 500 with
+ * `-32603` "Internal server error", those words never shown, and the error logged once as `unhandled error` with the
+ * request's id (`logs`: the server's captured lines).
+ */
+export async function expectEachAnsweredAsBug(
+  requests: Record<string, () => Promise<Response>>,
+  logs: { lines: Record<string, unknown>[] },
+  detail: string,
+): Promise<void> {
+  for (const [name, request] of Object.entries(requests)) {
+    const logged = logs.lines.length;
+    const res = await request();
+    const text = await res.text();
+    expect({ name, status: res.status }).toEqual({ name, status: 500 });
+    expect(text, name).not.toContain(detail);
+    expect((JSON.parse(text) as { error: unknown }).error, name).toMatchObject({
+      code: -32603,
+      message: 'Internal server error',
+    });
+    const errors = logs.lines.slice(logged).filter((l) => l['msg'] === 'unhandled error');
+    expect(errors, name).toHaveLength(1);
+    expect(JSON.stringify(errors[0]), name).toContain(detail);
+    expect(errors[0]!['request_id'], name).toBe(res.headers.get('x-request-id'));
+  }
 }

@@ -9,6 +9,7 @@ import {
   MCP_VERSIONS,
   MODERN,
   modernRequest,
+  expectEachAnsweredAsBug,
   post,
   userReads,
 } from '../helpers/mcp.js';
@@ -96,21 +97,7 @@ describe('a handler that fails: 500 -32603 on every path, the error logged and n
     users.get = () => Promise.reject(new TypeError('internal detail of the failure'));
     const requests = userReads(endpoint, session.token);
     try {
-      for (const [name, request] of Object.entries(requests)) {
-        const logged = server.logs.lines.length;
-        const res = await request();
-        const text = await res.text();
-        expect({ name, status: res.status }).toEqual({ name, status: 500 });
-        expect(text, name).not.toContain('internal detail');
-        expect((JSON.parse(text) as { error: unknown }).error, name).toMatchObject({
-          code: -32603,
-          message: 'Internal server error',
-        });
-        const errors = server.logs.lines.slice(logged).filter((l) => l['msg'] === 'unhandled error');
-        expect(errors, name).toHaveLength(1);
-        expect(JSON.stringify(errors[0]), name).toContain('internal detail of the failure');
-        expect(errors[0]!['request_id'], name).toBe(res.headers.get('x-request-id'));
-      }
+      await expectEachAnsweredAsBug(requests, server.logs, 'internal detail of the failure');
     } finally {
       users.get = realGet;
     }
