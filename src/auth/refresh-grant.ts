@@ -11,12 +11,12 @@ import {
   type RotationGuard,
   type RotationPlan,
 } from '../domain/refresh-tokens.js';
-import { SCOPES } from '../domain/scopes.js';
 import { hashSecret, randomSecret } from '../base/secrets.js';
 import { OAuthError } from '../http/oauth-errors.js';
 import type { Params } from '../web/form.js';
 import { familyOf, successorOf } from './refresh-token.js';
 import { checkTokenResource, requestedTokenResource } from './resource-indicator.js';
+import { narrowerScope } from './scope-parameter.js';
 import { connectionTokens, type TokenResponse } from './token-response.js';
 
 /**
@@ -61,10 +61,11 @@ export async function refreshTokenGrant(ctx: AppContext, p: Params): Promise<Tok
     // not have been rotated itself.
     const replayed = successorOf(token, row.successor_salt).token;
     const next = await findSuccessor(ctx.db, hashSecret(replayed), hash);
-    const scope = next && next.rotated_at === null ? narrowed(row, next.scope) : [];
-    if (scope.length > 0) {
+    const familyScope = next && next.rotated_at === null ? narrowed(row, next.scope) : [];
+    if (familyScope.length > 0) {
+      const scope = accessScope(requestedScope, familyScope, row);
       ctx.metrics.refresh('grace_replay');
-      return connectionTokens(ctx, row, scope.join(' '), replayed);
+      return connectionTokens(ctx, row, scope, replayed);
     }
   }
   return revokeForReuse(ctx, row.id);
@@ -103,22 +104,20 @@ function planRotation(p: Params, t: Presented, row: RefreshGrant | undefined): R
   const familyScope = narrowed(row, row.scope);
   if (familyScope.length === 0)
     throw invalid('The connection no longer grants the scope of this refresh token');
-  // RFC 6749 §6: a narrower scope may be requested, never a wider one.
-  let scope = familyScope.join(' ');
-  if (t.requestedScope !== undefined) {
-    const granted = new Set(familyScope);
-    const asked = parseList(t.requestedScope).map((s) =>
-      s === 'mcp:read' ? SCOPES.agencyRead : s === 'mcp:write' ? SCOPES.agencyWrite : s,
-    );
-    if (asked.length === 0 || asked.some((s) => !granted.has(s))) {
-      throw new OAuthError('invalid_scope', 'The requested scope exceeds the scope of the grant');
-    }
-    scope = [...new Set(asked)].join(' ');
-  }
+  const scope = accessScope(t.requestedScope, familyScope, row);
   // Rotation (docs/contract.md#the-oauth-flow): one compare-and-set on `rotated_at IS NULL`; the winner stores the
   // successor and slides the connection's expiry, all committed before the answer. RFC 6749 §6: the successor keeps
   // the scope originally granted; only the access token is narrowed.
   return { rotate: true, answer: { kind: 'rotate', row, scope, successor: t.successor } };
+}
+
+/**
+ * The access token's scope (RFC 6749 §6): the family's, or the narrower one the request asks for, never a wider one.
+ * A connection names an agency exactly when its resource is the agency MCP server (authorize.ts).
+ */
+function accessScope(requestedScope: string | undefined, familyScope: string[], row: RefreshGrant): string {
+  if (requestedScope === undefined) return familyScope.join(' ');
+  return narrowerScope(requestedScope, familyScope, row.agency_id === null ? 'user' : 'agency').join(' ');
 }
 
 /**

@@ -22,3 +22,16 @@ export function parseScope(raw: string | undefined, kind: ResourceKind): string[
   if (out.size === 1 && out.has(SCOPES.offline)) for (const s of DEFAULTS[kind]) out.add(s);
   return BY_KIND[kind].filter((s) => out.has(s));
 }
+
+/**
+ * The scope a refresh request asks for (RFC 6749 §6: never wider than the grant's), read as an authorization request's
+ * is: aliases, write with its read, `offline_access` alone with the default. Clients send the scope they first asked
+ * for with every refresh; read otherwise, `mcp:write` would give an access token without the read every call needs.
+ */
+export function narrowerScope(raw: string, granted: readonly string[], kind: ResourceKind): string[] {
+  const asked = parseScope(raw, kind);
+  if (asked.some((s) => !granted.includes(s))) {
+    throw new OAuthError('invalid_scope', 'The requested scope exceeds the scope of the grant');
+  }
+  return asked;
+}

@@ -576,6 +576,39 @@ describe(`refresh tokens (${ENGINE})`, () => {
     const narrow = await refresh(tokens['refresh_token']!, { scope: 'agency:mcp:read' });
     expect(narrow.body['scope']).toBe('agency:mcp:read');
   });
+  it('the scope of a refresh is read as the authorization request reads it: aliases, write with its read, offline_access alone with the default', async () => {
+    // Many OAuth clients send the scope they first asked for with every refresh. The agency MCP server needs
+    // agency:mcp:read on every call, so a token of `agency:mcp:write` alone would be refused all its hour.
+    const { tokens } = await connect(server, {
+      clientId,
+      redirectUri: REDIRECT,
+      browser: ada,
+      scope: 'mcp:write offline_access',
+    });
+    expect(tokens['scope']).toBe('agency:mcp:read agency:mcp:write offline_access');
+    const claims = (accessToken: string) =>
+      JSON.parse(Buffer.from(accessToken.split('.')[1]!, 'base64url').toString()) as { scope: string };
+    let rt = tokens['refresh_token']!;
+    for (const [asked, granted] of [
+      ['mcp:write offline_access', 'agency:mcp:read agency:mcp:write offline_access'],
+      ['agency:mcp:write', 'agency:mcp:read agency:mcp:write'],
+      ['offline_access', 'agency:mcp:read offline_access'],
+      ['offline_access mcp:read', 'agency:mcp:read offline_access'],
+    ] as const) {
+      const res = await refresh(rt, { scope: asked });
+      expect(res.res.status, asked).toBe(200);
+      expect(res.body['scope'], asked).toBe(granted);
+      expect(claims(res.body['access_token']!).scope, asked).toBe(granted);
+      rt = res.body['refresh_token']!;
+    }
+    for (const [asked, description] of [
+      ['user:read', 'The scope user:read is unknown or not valid for this resource'],
+      ['agency:mcp:read "x', 'The scope parameter is malformed'],
+    ] as const) {
+      const res = await refresh(rt, { scope: asked });
+      expect(res.body, asked).toMatchObject({ error: 'invalid_scope', error_description: description });
+    }
+  });
   it('after 30 days unused → invalid_grant', async () => {
     const { tokens } = await fresh();
     server.clock.advance(31 * 24 * 3600_000);
@@ -767,8 +800,8 @@ describe(`refresh reuse grace window (REFRESH_REUSE_GRACE_SECONDS=10) (${ENGINE}
     graceClient = (await register(grace, { redirect_uris: [REDIRECT] })).body['client_id'] as string;
   });
   afterAll(() => grace.close());
-  const refresh = (rt: string) =>
-    token(grace, { grant_type: 'refresh_token', refresh_token: rt, client_id: graceClient });
+  const refresh = (rt: string, extra: Record<string, string> = {}) =>
+    token(grace, { grant_type: 'refresh_token', refresh_token: rt, client_id: graceClient, ...extra });
 
   it('the immediately previous token within the window gets the same successor', async () => {
     const { tokens } = await connect(grace, { clientId: graceClient, redirectUri: REDIRECT });
@@ -777,6 +810,18 @@ describe(`refresh reuse grace window (REFRESH_REUSE_GRACE_SECONDS=10) (${ENGINE}
     const again = await refresh(tokens['refresh_token']!);
     expect(again.res.status).toBe(200);
     expect(again.body['refresh_token']).toBe(a.body['refresh_token']);
+    expect((await connectionStatus(grace, a.body['access_token']!)).status).toBe('active');
+  });
+  it('a retry within the window that asks for a narrower scope gets that scope, as the first answer did', async () => {
+    const { tokens } = await connect(grace, { clientId: graceClient, redirectUri: REDIRECT });
+    const narrower = { scope: 'agency:mcp:read' };
+    const a = await refresh(tokens['refresh_token']!, narrower);
+    expect(a.body['scope']).toBe('agency:mcp:read');
+    const again = await refresh(tokens['refresh_token']!, narrower);
+    expect(again.body['refresh_token']).toBe(a.body['refresh_token']);
+    expect(again.body['scope']).toBe('agency:mcp:read');
+    const wider = await refresh(tokens['refresh_token']!, { scope: 'agency:mcp:write' });
+    expect(wider.body['error']).toBe('invalid_scope');
     expect((await connectionStatus(grace, a.body['access_token']!)).status).toBe('active');
   });
   it('after the window, reuse revokes the connection', async () => {
