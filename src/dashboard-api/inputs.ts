@@ -21,7 +21,11 @@ export const ids = {
 
 const name = z.string().trim().min(1).max(200);
 const email = z.email().max(320).nullable();
-const dueOn = z.iso.date().nullable().describe('Due date, YYYY-MM-DD; null clears it');
+// Agents send a word ("tomorrow"), a timestamp or another order for a date: the answer names the one form taken.
+const dueOn = z.iso
+  .date({ error: 'must be a calendar date, YYYY-MM-DD (null clears it)' })
+  .nullable()
+  .describe('Due date, YYYY-MM-DD; null clears it');
 
 /** Pagination (docs/contract.md#rest-api): a page size and the opaque cursor of the previous page. */
 export const page = {

@@ -116,6 +116,41 @@ describe('the dashboard API (docs/contract.md#rest-api, docs/contract.md#errors)
     expect((await errorOf(notJson)).code).toBe('invalid_json');
   });
 
+  it('takes a due date as a calendar date, YYYY-MM-DD, and says so to a caller that sends another form', async () => {
+    const g = await grant(server, { scopes: ['agency:mcp:read', 'agency:mcp:write'] });
+    const token = await dashboardToken(g);
+    const projectId = (
+      (await (await api(token, `/${g.agencyId}/projects`)).json()) as { data: { id: string }[] }
+    ).data[0]!.id;
+    const setDue = (due_on: unknown) =>
+      api(token, `/${g.agencyId}/projects/${projectId}`, {
+        method: 'PATCH',
+        body: JSON.stringify({ due_on }),
+      });
+    // What agents send for a date: a word, a timestamp, a day that does not exist, another order.
+    for (const due of [
+      'tomorrow',
+      '2026-12-01T00:00:00Z',
+      '2026-02-30',
+      '2027-02-29',
+      '01/12/2026',
+      20261201,
+    ]) {
+      const res = await setDue(due);
+      expect(res.status, String(due)).toBe(400);
+      expect(await errorOf(res), String(due)).toMatchObject({
+        code: 'invalid_request',
+        param: 'due_on',
+        message: 'due_on: must be a calendar date, YYYY-MM-DD (null clears it)',
+      });
+    }
+    for (const due of ['2028-02-29', null]) {
+      const res = await setDue(due);
+      expect(res.status, String(due)).toBe(200);
+      expect(((await res.json()) as { due_on: unknown }).due_on).toBe(due);
+    }
+  });
+
   it('answers 404 for another agency and for unknown objects', async () => {
     const g = await grant(server);
     const token = await dashboardToken(g);
