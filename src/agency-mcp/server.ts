@@ -7,6 +7,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { z } from 'zod';
 import type { ErrorBody } from '../http/errors.js';
+import { LIST_WITHOUT_NOTIFICATIONS } from '../mcp-kit/capabilities.js';
 import { checkParamsBeforeHandlers } from '../mcp-kit/invalid-params.js';
 import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import {
@@ -67,7 +68,7 @@ export function agencyServerFactory(gateway: DashboardGateway): McpServerFactory
   return ({ authInfo }) => {
     const server = new McpServer(AGENCY_SERVER_INFO, {
       instructions: AGENCY_SERVER_INSTRUCTIONS,
-      capabilities: { logging: {} },
+      capabilities: { logging: {}, tools: LIST_WITHOUT_NOTIFICATIONS },
       supportedProtocolVersions: MCP_PROTOCOL_VERSIONS,
       jsonSchemaValidator: sharedJsonSchemaValidator,
       cacheHints: { 'tools/list': PRIVATE_LIST_HINT, 'server/discover': PUBLIC_HINT },

@@ -1,5 +1,6 @@
 import { McpServer, type McpServerFactory } from '@modelcontextprotocol/server';
 import type { AppContext } from '../context.js';
+import { LIST_WITHOUT_NOTIFICATIONS } from '../mcp-kit/capabilities.js';
 import { checkParamsBeforeHandlers } from '../mcp-kit/invalid-params.js';
 import { MCP_PROTOCOL_VERSIONS } from '../mcp-kit/protocol-versions.js';
 import { sharedJsonSchemaValidator } from '../mcp-kit/schema-validator.js';
@@ -33,7 +34,7 @@ export function userServerFactory(ctx: AppContext): McpServerFactory {
     const server = new McpServer(SERVER_INFO, {
       instructions: USER_SERVER_INSTRUCTIONS,
       // 2025 clients may set a log level (MCP 2025-11-25 server/utilities/logging); the server sends no log messages.
-      capabilities: { logging: {} },
+      capabilities: { logging: {}, tools: LIST_WITHOUT_NOTIFICATIONS, resources: LIST_WITHOUT_NOTIFICATIONS },
       supportedProtocolVersions: MCP_PROTOCOL_VERSIONS,
       jsonSchemaValidator: sharedJsonSchemaValidator,
       cacheHints: { 'tools/list': LIST_HINT, 'resources/list': LIST_HINT, 'server/discover': LIST_HINT },

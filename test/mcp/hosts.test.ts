@@ -49,6 +49,57 @@ function request(
 const toolsCall = (version: McpVersion, name: string, id = 1) =>
   request(version, 'tools/call', { name, arguments: {} }, name, id);
 
+describe(`neither server promises list-change notifications it cannot send (${ENGINE})`, () => {
+  // Every request is served by a fresh server that publishes no event (src/mcp-kit/capabilities.ts).
+  const lists = { user: ['tools', 'resources'], agency: ['tools'] } as const;
+  for (const which of ['user', 'agency'] as const) {
+    for (const version of MCP_VERSIONS) {
+      it(`${which} server, ${version}: the capabilities say listChanged false`, async () => {
+        const { message, headers } =
+          version === MODERN
+            ? request(version, 'server/discover', {})
+            : request(version, 'initialize', {
+                protocolVersion: version,
+                capabilities: {},
+                clientInfo: { name: 'raw-test', version: '1.0.0' },
+              });
+        const res = await post(endpoints()[which], message, { token: tokenFor(which), headers });
+        const { result } = (await jsonRpcOf(res)) as {
+          result: { capabilities: Record<string, { listChanged?: boolean }> };
+        };
+        for (const list of lists[which])
+          expect(result.capabilities[list], list).toEqual({ listChanged: false });
+      });
+    }
+    it(`${which} server, ${MODERN}: subscriptions/listen for list changes is acknowledged with none and ends`, async () => {
+      // Acknowledged, such a stream stayed open with keep-alives only, one of the SDK's 1,024 per process.
+      const { message, headers } = request(MODERN, 'subscriptions/listen', {
+        notifications: { toolsListChanged: true, resourcesListChanged: true },
+      });
+      const res = await fetch(endpoints()[which], {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          authorization: `Bearer ${tokenFor(which)}`,
+          ...headers,
+        },
+        body: JSON.stringify(message),
+        signal: AbortSignal.timeout(5_000),
+      });
+      const events = (await res.text())
+        .split('\n')
+        .filter((l) => l.startsWith('data:'))
+        .map((l) => JSON.parse(l.slice(5)) as { method?: string; params?: unknown; result?: unknown });
+      expect(events[0]).toMatchObject({
+        method: 'notifications/subscriptions/acknowledged',
+        params: { notifications: {} },
+      });
+      expect(events[1]).toMatchObject({ id: 7, result: { resultType: 'complete' } });
+    });
+  }
+});
+
 describe(`JSON-RPC batches are refused on both MCP servers (${ENGINE})`, () => {
   for (const which of ['user', 'agency'] as const) {
     for (const version of MCP_VERSIONS) {
