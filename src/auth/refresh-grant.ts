@@ -12,6 +12,7 @@ import {
   type RotationPlan,
 } from '../domain/refresh-tokens.js';
 import { hashSecret, randomSecret } from '../base/secrets.js';
+import { SCOPES } from '../domain/scopes.js';
 import { OAuthError } from '../http/oauth-errors.js';
 import type { Params } from '../web/form.js';
 import { familyOf, successorOf } from './refresh-token.js';
@@ -63,6 +64,7 @@ export async function refreshTokenGrant(ctx: AppContext, p: Params): Promise<Tok
     const next = await findSuccessor(ctx.db, hashSecret(replayed), hash);
     const familyScope = next && next.rotated_at === null ? narrowed(row, next.scope) : [];
     if (familyScope.length > 0) {
+      refuseWithoutOffline(familyScope);
       const scope = accessScope(requestedScope, familyScope, row);
       ctx.metrics.refresh('grace_replay');
       return connectionTokens(ctx, row, scope, replayed);
@@ -104,11 +106,27 @@ function planRotation(p: Params, t: Presented, row: RefreshGrant | undefined): R
   const familyScope = narrowed(row, row.scope);
   if (familyScope.length === 0)
     throw invalid('The connection no longer grants the scope of this refresh token');
+  refuseWithoutOffline(familyScope);
   const scope = accessScope(t.requestedScope, familyScope, row);
   // Rotation (docs/contract.md#the-oauth-flow): one compare-and-set on `rotated_at IS NULL`; the winner stores the
   // successor and slides the connection's expiry, all committed before the answer. RFC 6749 §6: the successor keeps
   // the scope originally granted; only the access token is narrowed.
   return { rotate: true, answer: { kind: 'rotate', row, scope, successor: t.successor } };
+}
+
+/**
+ * A refresh token is the grant of `offline_access`: once the connection's newest consent no longer holds it ("Stay
+ * connected" unticked on a re-authorization, whose page says that what is allowed replaces what was allowed before),
+ * the tokens issued under an earlier consent stop rotating. Nothing is revoked: the app's access tokens run out, and
+ * a consent that allows it again lets them rotate.
+ */
+function refuseWithoutOffline(familyScope: string[]): void {
+  if (!familyScope.includes(SCOPES.offline)) {
+    throw new OAuthError(
+      'invalid_grant',
+      'The connection no longer allows staying connected (offline_access); authorize again',
+    );
+  }
 }
 
 /**

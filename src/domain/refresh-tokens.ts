@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import type { PostgresPrepared, PreparedSql, SyncSql } from '../store/prepared.js';
 import type { Database } from '../store/schema.js';
 import { CONNECTION_TTL_MS } from './connections.js';
+import { SCOPES } from './scopes.js';
 
 /**
  * Refresh tokens as stored (docs/contract.md#tokens): one row per token, keyed by its SHA-256, rotated on every use
@@ -125,10 +126,10 @@ export interface Rotation {
 /**
  * The checks of the refresh grant that PostgreSQL makes in the rotation's own statement (ROTATE_GUARDED), so that a
  * rotation is one round trip: the token issued to `clientId`, its connection active and unexpired, the token itself
- * unexpired and not yet rotated, a scope left once narrowed to the connection's, and the canonical `resource`, when the
- * request names one, equal to the grant's. Each is the grant's own check made no looser (a resource stored in another
- * form is only refused here, and then the grant decides on the row): whatever the statement writes, the grant's
- * checks of the same row allow.
+ * unexpired and not yet rotated, a scope left once narrowed to the connection's with offline_access still in it, and
+ * the canonical `resource`, when the request names one, equal to the grant's. Each is the grant's own check made no
+ * looser (a resource stored in another form is only refused here, and then the grant decides on the row): whatever the
+ * statement writes, the grant's checks of the same row allow.
  */
 export interface RotationGuard {
   clientId: string;
@@ -193,6 +194,10 @@ const rotateStatement = (guard: string) => `WITH presented AS (
   )
   SELECT presented.*, (SELECT count(*) FROM consumed)::int AS won FROM presented`;
 
+/** The connection of the presented row `p` still grants offline_access, in its token's scope and its own. */
+const STILL_OFFLINE = (p: string) =>
+  `'${SCOPES.offline}' = ANY (string_to_array(${p}.scope, ' ')) AND '${SCOPES.offline}' = ANY (string_to_array(${p}.connection_scopes, ' '))`;
+
 /** After the grant's checks, in JavaScript, on a row read before. */
 const ROTATE = rotateStatement('');
 /** RotationGuard, in SQL: `parseList` is `array_remove(string_to_array(…, ' '), '')`. */
@@ -200,7 +205,8 @@ const ROTATE_GUARDED = rotateStatement(`
       AND p.expires_at > $1::bigint AND p.client_id = $8::text
       AND p.status = 'active' AND p.connection_expires_at > $1::bigint
       AND ($9::text IS NULL OR p.resource = $9::text)
-      AND array_remove(string_to_array(p.scope, ' '), '') && string_to_array(p.connection_scopes, ' ')`);
+      AND array_remove(string_to_array(p.scope, ' '), '') && string_to_array(p.connection_scopes, ' ')
+      AND ${STILL_OFFLINE('p')}`);
 
 /**
  * ROTATE_GUARDED for many rotations at once (lever 37): the rotations that wait share one statement, one round trip
@@ -235,6 +241,7 @@ const ROTATE_GUARDED_MANY = `WITH r AS (
       AND p.status = 'active' AND p.connection_expires_at > r.now
       AND (r.resource IS NULL OR p.resource = r.resource)
       AND array_remove(string_to_array(p.scope, ' '), '') && string_to_array(p.connection_scopes, ' ')
+      AND ${STILL_OFFLINE('p')}
     RETURNING rt.hash, rt.connection_id, rt.parent_hash, rt.scope, rt.family, r.now, r.successor_hash,
       r.successor_salt, r.successor_expires_at, r.successor_family
   ), successor AS (

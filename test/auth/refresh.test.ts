@@ -186,6 +186,12 @@ describe(`a refused refresh writes nothing, whichever check refuses it (${ENGINE
         changing({ scopes: 'agency:mcp:write' }, { scopes: 'agency:mcp:read offline_access' }),
       ],
       [
+        'a connection that no longer grants offline_access (a newer consent without "Stay connected")',
+        () => [],
+        'invalid_grant',
+        changing({ scopes: 'agency:mcp:read' }, { scopes: 'agency:mcp:read offline_access' }),
+      ],
+      [
         'a revoked connection',
         () => [],
         'invalid_grant',
@@ -327,6 +333,44 @@ describe(`hosts that never ask for offline_access (${ENGINE})`, () => {
     });
     expect(tokens['scope']).toBe('agency:mcp:read');
     expect(tokens).not.toHaveProperty('refresh_token');
+  });
+  it('a newer consent with "stay connected" unticked governs the refresh tokens issued before it', async () => {
+    // "What you allow here replaces what was allowed before" (the update consent page): a device's refresh tokens
+    // from an earlier consent stop, and the app's access tokens go on until they expire.
+    const first = await connect(server, {
+      clientId,
+      redirectUri: REDIRECT,
+      browser: ada,
+      scope: 'agency:mcp:read',
+      stayConnected: true,
+    });
+    const again = await connect(server, {
+      clientId,
+      redirectUri: REDIRECT,
+      browser: ada,
+      scope: 'agency:mcp:read',
+      stayConnected: false,
+    });
+    expect(again.tokens['scope']).toBe('agency:mcp:read');
+    const refused = await refresh(first.tokens['refresh_token']!);
+    expect([refused.res.status, refused.body]).toEqual([
+      400,
+      {
+        error: 'invalid_grant',
+        error_description:
+          'The connection no longer allows staying connected (offline_access); authorize again',
+      },
+    ]);
+    expect(await agencyToolCallWorks(server, again.tokens['access_token']!)).toBe(true);
+    // Allowed again by the newest consent, the earlier device's token rotates.
+    await connect(server, {
+      clientId,
+      redirectUri: REDIRECT,
+      browser: ada,
+      scope: 'agency:mcp:read',
+      stayConnected: true,
+    });
+    expect((await refresh(first.tokens['refresh_token']!)).res.status).toBe(200);
   });
   it('a host that asks for offline_access is not asked again', async () => {
     const { verifier: _v, challenge } = pkce();

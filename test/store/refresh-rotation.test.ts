@@ -49,7 +49,12 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
     const clientId = `dcr_rotation_${n}`;
     await store.db
       .insertInto('connections')
-      .values(connectionRow({ id, user_id: userId, client_id: clientId, ...o }, clock.now()))
+      .values(
+        connectionRow(
+          { id, user_id: userId, client_id: clientId, scopes: 'agency:mcp:read offline_access', ...o },
+          clock.now(),
+        ),
+      )
       .execute();
     const family = hashSecret(`family-${n}`);
     const parent = hashSecret(`parent-${n}`);
@@ -312,6 +317,16 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
         store.db
           .updateTable('connections')
           .set({ scopes: 'agency:mcp:write' })
+          .where('id', '=', c.id)
+          .execute(),
+      same,
+    ],
+    [
+      'a connection that no longer grants offline_access',
+      (c) =>
+        store.db
+          .updateTable('connections')
+          .set({ scopes: 'agency:mcp:read' })
           .where('id', '=', c.id)
           .execute(),
       same,
