@@ -337,20 +337,16 @@ describe(`hosts that never ask for offline_access (${ENGINE})`, () => {
   it('a newer consent with "stay connected" unticked governs the refresh tokens issued before it', async () => {
     // "What you allow here replaces what was allowed before" (the update consent page): a device's refresh tokens
     // from an earlier consent stop, and the app's access tokens go on until they expire.
-    const first = await connect(server, {
-      clientId,
-      redirectUri: REDIRECT,
-      browser: ada,
-      scope: 'agency:mcp:read',
-      stayConnected: true,
-    });
-    const again = await connect(server, {
-      clientId,
-      redirectUri: REDIRECT,
-      browser: ada,
-      scope: 'agency:mcp:read',
-      stayConnected: false,
-    });
+    const authorize = (stayConnected: boolean) =>
+      connect(server, {
+        clientId,
+        redirectUri: REDIRECT,
+        browser: ada,
+        scope: 'agency:mcp:read',
+        stayConnected,
+      });
+    const first = await authorize(true);
+    const again = await authorize(false);
     expect(again.tokens['scope']).toBe('agency:mcp:read');
     const refused = await refresh(first.tokens['refresh_token']!);
     expect([refused.res.status, refused.body]).toEqual([
@@ -363,13 +359,7 @@ describe(`hosts that never ask for offline_access (${ENGINE})`, () => {
     ]);
     expect(await agencyToolCallWorks(server, again.tokens['access_token']!)).toBe(true);
     // Allowed again by the newest consent, the earlier device's token rotates.
-    await connect(server, {
-      clientId,
-      redirectUri: REDIRECT,
-      browser: ada,
-      scope: 'agency:mcp:read',
-      stayConnected: true,
-    });
+    await authorize(true);
     expect((await refresh(first.tokens['refresh_token']!)).res.status).toBe(200);
   });
   it('a host that asks for offline_access is not asked again', async () => {

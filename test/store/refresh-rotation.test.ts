@@ -287,6 +287,9 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
   // What the guard refuses, the plan decides on the row as it is: a plan that rotates anyway does (by the second path).
   type Connection = Awaited<ReturnType<typeof connection>>;
   const same = (c: Connection) => c.guard;
+  /** The connection's scopes, as a newer consent sets them. */
+  const grantingOnly = (scopes: string) => (c: Connection) =>
+    store.db.updateTable('connections').set({ scopes }).where('id', '=', c.id).execute();
   const refusals: [string, (c: Connection) => Promise<unknown>, (c: Connection) => RotationGuard][] = [
     ['another client', async () => {}, () => ({ clientId: 'dcr_someone_else', resource: null })],
     ['another resource', async () => {}, (c) => ({ ...c.guard, resource: 'https://other.example/mcp' })],
@@ -311,26 +314,8 @@ describe(`a refresh token rotation in the store (${ENGINE})`, () => {
           .execute(),
       same,
     ],
-    [
-      'no scope left once narrowed to the connection',
-      (c) =>
-        store.db
-          .updateTable('connections')
-          .set({ scopes: 'agency:mcp:write' })
-          .where('id', '=', c.id)
-          .execute(),
-      same,
-    ],
-    [
-      'a connection that no longer grants offline_access',
-      (c) =>
-        store.db
-          .updateTable('connections')
-          .set({ scopes: 'agency:mcp:read' })
-          .where('id', '=', c.id)
-          .execute(),
-      same,
-    ],
+    ['no scope left once narrowed to the connection', grantingOnly('agency:mcp:write'), same],
+    ['a connection that no longer grants offline_access', grantingOnly('agency:mcp:read'), same],
   ];
   it.each(refusals)('the guard refuses %s: the one statement writes nothing', async (_, change, guardOf) => {
     const c = await connection();
