@@ -24,6 +24,7 @@ import { makeTestCertificate } from '../helpers/certificate.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import type { McpVersion } from '../helpers/mcp.js';
 import { demo, READ_TOOLS, WRITE_TOOLS } from './helpers.js';
+import { claimsOf } from '../helpers/tokens.js';
 
 /**
  * The whole flow with real clients. `@modelcontextprotocol/client` 2.x, with an OAuth client provider
@@ -181,9 +182,6 @@ class FlowProvider implements OAuthClientProvider {
     return url;
   }
 }
-
-const claimsOf = (jwt: string) =>
-  JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
 
 /** Signs in on the page in front of it when the server asks for that. */
 async function signInIfAsked(page: Page, username: string): Promise<void> {

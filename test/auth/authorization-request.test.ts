@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addMember } from '../../src/domain/agencies.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
-import { signWithServerKey } from '../helpers/tokens.js';
+import { claimsOf, signWithServerKey } from '../helpers/tokens.js';
 import {
   agencyIds,
   authorize,
@@ -218,9 +218,7 @@ describe(`resource indicators and scopes that are accepted (${ENGINE})`, () => {
       browser: ada,
       resource: upper,
     });
-    expect(JSON.parse(Buffer.from(tokens['access_token']!.split('.')[1]!, 'base64url').toString()).aud).toBe(
-      RESOURCE,
-    );
+    expect(claimsOf(tokens['access_token']!)['aud']).toBe(RESOURCE);
   });
   it('mcp:read / mcp:write aliases are accepted and tokens carry the canonical names', async () => {
     const { tokens } = await connect(server, {
@@ -586,8 +584,6 @@ describe(`refresh tokens (${ENGINE})`, () => {
       scope: 'mcp:write offline_access',
     });
     expect(tokens['scope']).toBe('agency:mcp:read agency:mcp:write offline_access');
-    const claims = (accessToken: string) =>
-      JSON.parse(Buffer.from(accessToken.split('.')[1]!, 'base64url').toString()) as { scope: string };
     let rt = tokens['refresh_token']!;
     for (const [asked, granted] of [
       ['mcp:write offline_access', 'agency:mcp:read agency:mcp:write offline_access'],
@@ -598,7 +594,7 @@ describe(`refresh tokens (${ENGINE})`, () => {
       const res = await refresh(rt, { scope: asked });
       expect(res.res.status, asked).toBe(200);
       expect(res.body['scope'], asked).toBe(granted);
-      expect(claims(res.body['access_token']!).scope, asked).toBe(granted);
+      expect(claimsOf(res.body['access_token']!)['scope'], asked).toBe(granted);
       rt = res.body['refresh_token']!;
     }
     for (const [asked, description] of [

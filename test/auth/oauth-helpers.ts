@@ -3,6 +3,7 @@ import type { Client } from '@modelcontextprotocol/client';
 import type { TestServer } from '../helpers/harness.js';
 import { unescapeHtml } from '../helpers/page-text.js';
 import { connectClient, MODERN } from '../helpers/mcp.js';
+import { claimsOf } from '../helpers/tokens.js';
 
 /** A minimal cookie-keeping HTTP client that does not follow redirects: a browser without JavaScript. */
 export class Browser {
@@ -206,7 +207,7 @@ export async function connect(
 }
 
 export async function connectionStatus(server: TestServer, accessToken: string) {
-  const cid = JSON.parse(Buffer.from(accessToken.split('.')[1]!, 'base64url').toString())['cid'] as string;
+  const cid = claimsOf(accessToken)['cid'] as string;
   const row = await server.services.ctx.db
     .selectFrom('connections')
     .selectAll()

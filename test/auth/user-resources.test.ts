@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import { authorize, Browser, connect, pkce, register } from './oauth-helpers.js';
+import { claimsOf } from '../helpers/tokens.js';
 
 /** OAUTH_USER_RESOURCES=on: `user:read` tokens for BASE_URL and {MCP_URL}/mcp (docs/contract.md#authentication keeps it off by default). */
 
@@ -28,7 +29,7 @@ describe(`OAuth for the user resources (${ENGINE})`, () => {
   it('on: a user:read token for the REST API reads GET /me; the connection row governs it', async () => {
     const { tokens } = await connect(on, { resource: on.url.api, scope: 'user:read offline_access' });
     expect(tokens['scope']).toBe('user:read offline_access');
-    const claims = JSON.parse(Buffer.from(tokens['access_token']!.split('.')[1]!, 'base64url').toString());
+    const claims = claimsOf(tokens['access_token']!);
     expect(claims.aud).toBe(on.url.api);
     expect(claims.agency_id).toBeUndefined();
     const me = await fetch(`${on.url.api}/me`, {

@@ -104,3 +104,11 @@ export async function signedByUnknownKey(claims: Record<string, unknown>, typ: s
 }
 
 export { TOKEN_TYPES };
+
+/** A JWT's header, read without checking anything (tests look at what a token carries). */
+export const headerOf = (jwt: string) =>
+  JSON.parse(Buffer.from(jwt.split('.')[0]!, 'base64url').toString()) as Record<string, unknown>;
+
+/** A JWT's claims, read without checking anything. */
+export const claimsOf = (jwt: string) =>
+  JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;

@@ -16,6 +16,7 @@ import { freshDatabase, type TestServer } from '../helpers/harness.js';
 import { RoundRobinProxy } from '../helpers/round-robin-proxy.js';
 import { MARGIN_MS, OPS_REDIS_URL, postSession, within } from '../helpers/ops.js';
 import { TcpForwarder } from '../helpers/tcp-forwarder.js';
+import { headerOf } from '../helpers/tokens.js';
 
 /**
  * Two instances of the built command line (`node bin/svc.js start`, the dist/ that `npm ci` builds) on one
@@ -168,8 +169,7 @@ async function session(base: string, username = 'ada'): Promise<string> {
 const me = (base: string, bearer: string) =>
   fetch(`${base}/me`, { headers: { authorization: `Bearer ${bearer}` } });
 
-const kidOf = (jwt: string) =>
-  (JSON.parse(Buffer.from(jwt.split('.')[0]!, 'base64url').toString()) as { kid: string }).kid;
+const kidOf = (jwt: string) => headerOf(jwt)['kid'] as string;
 
 describe('two `svc start` processes behind a round-robin balancer (PostgreSQL, Redis)', () => {
   it('a session works through the balancer, and its revocation is refused by both within LIVENESS_CACHE_SECONDS', async () => {

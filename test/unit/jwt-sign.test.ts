@@ -2,6 +2,7 @@ import { generateKeyPair, jwtVerify } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { signJwt } from '../../src/tokens/jwt.js';
 import type { SigningKeys } from '../../src/tokens/signing-keys.js';
+import { claimsOf } from '../helpers/tokens.js';
 
 /**
  * The payload signJwt writes: the caller's claims first, then the registered claims (RFC 7519 §4.1), which win over a
@@ -26,13 +27,10 @@ const signWith = (claims: Record<string, unknown>) =>
     claims,
   });
 
-const payloadOf = (token: string) =>
-  JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
-
 describe('signJwt', () => {
   it('writes the claims, then the registered claims, and signs with ES256', async () => {
     const token = await signWith({ client_id: 'cli_1', scope: 'a b' });
-    const payload = payloadOf(token);
+    const payload = claimsOf(token);
     expect(Object.keys(payload)).toEqual([
       'client_id',
       'scope',
@@ -71,7 +69,7 @@ describe('signJwt', () => {
       jti: 'chosen',
       cid: 'con_1',
     });
-    const payload = payloadOf(token);
+    const payload = claimsOf(token);
     expect(payload).toMatchObject({
       iss: 'https://as.example',
       sub: 'usr_1',

@@ -2,6 +2,7 @@ import { generateKeyPairSync, sign } from 'node:crypto';
 import { errors, jwtVerify } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { type JwtCheck, verifyJwt } from '../../src/tokens/jwt-verify.js';
+import { headerOf } from '../helpers/tokens.js';
 
 /**
  * node:crypto verification against jose's `jwtVerify` with the verifier's options: the same outcome (the same refusal
@@ -102,7 +103,7 @@ describe.each(['ES256', 'RS256'] as const)('%s: the same outcome as jose', (alg)
   const other = keysFor(alg);
   it.each(CASES)('%s', async (_name, make) => {
     const jwt = make(keys, other, alg);
-    const header = JSON.parse(Buffer.from(jwt.split('.')[0]!, 'base64url').toString());
+    const header = headerOf(jwt);
     const ours = verifyJwt(jwt, header, keys.publicKey, {
       alg,
       issuer: ISSUER,
@@ -117,7 +118,7 @@ describe('the leeway for clocks that differ (RFC 7519 §4.1.5)', () => {
   const keys = keysFor('ES256');
   const check = (payload: Record<string, unknown>, nbfLeewayMs?: number) => {
     const jwt = token(keys, 'ES256', payload);
-    const header = JSON.parse(Buffer.from(jwt.split('.')[0]!, 'base64url').toString());
+    const header = headerOf(jwt);
     return verifyJwt(jwt, header, keys.publicKey, {
       alg: 'ES256',
       issuer: ISSUER,
