@@ -71,7 +71,8 @@ one agency and one member. API keys, client secrets and cookies are not accepted
    with \`${SCOPES.offline}\`, a refresh token.
 5. **Call.** \`Authorization: Bearer <access token>\` on every request to \`${agency}\`.
 6. **Refresh.** \`grant_type=refresh_token\` at the same endpoint. Refresh tokens rotate on every use and slide to
-   30 days; presenting an old one again revokes the whole connection — always keep the newest.
+   30 days; presenting an old one again revokes the whole connection — always keep the newest. Leave \`scope\` out to
+   keep the grant's; a narrower one narrows the new access token only.
 7. **Revoke.** \`POST ${as['revocation_endpoint']}\` with \`token=<refresh token>\` and \`client_id\`.
 
 Token signatures verify with the keys at \`${as['jwks_uri']}\`.
@@ -91,7 +92,8 @@ both scopes. A tool the member did not allow answers a tool error naming the mis
 
 Token endpoint errors follow RFC 6749 §5.2: \`invalid_grant\` (the code or refresh token is expired, used or revoked:
 start again at step 3), \`invalid_request\` (fix the named parameter), \`invalid_client\`, \`invalid_target\` (the
-\`resource\` is not one this server issues tokens for), \`unsupported_grant_type\`.
+\`resource\` is not one this server issues tokens for), \`invalid_scope\` (a refresh asked for more than the grant
+holds: leave \`scope\` out), \`unsupported_grant_type\`.
 `;
   return { path: '/auth.md', contentType: 'text/markdown; charset=utf-8', body };
 }
