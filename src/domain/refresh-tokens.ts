@@ -195,8 +195,8 @@ const rotateStatement = (guard: string) => `WITH presented AS (
   SELECT presented.*, (SELECT count(*) FROM consumed)::int AS won FROM presented`;
 
 /** The connection of the presented row `p` still grants offline_access, in its token's scope and its own. */
-const STILL_OFFLINE = (p: string) =>
-  `'${SCOPES.offline}' = ANY (string_to_array(${p}.scope, ' ')) AND '${SCOPES.offline}' = ANY (string_to_array(${p}.connection_scopes, ' '))`;
+const STILL_OFFLINE = (p: string) => `'${SCOPES.offline}' = ANY (string_to_array(${p}.scope, ' '))
+      AND '${SCOPES.offline}' = ANY (string_to_array(${p}.connection_scopes, ' '))`;
 
 /** After the grant's checks, in JavaScript, on a row read before. */
 const ROTATE = rotateStatement('');
