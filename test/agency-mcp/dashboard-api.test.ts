@@ -107,6 +107,13 @@ describe('the dashboard API (docs/contract.md#rest-api, docs/contract.md#errors)
         { method: 'PATCH', body: JSON.stringify({ name: 5 }) },
         'name: expected string, received number',
       ],
+      // A bound in words, where zod wrote `Too big: expected number to be <=100` (base/issue-text.ts).
+      ['/clients?limit=500', {}, 'limit: must be at most 100'],
+      [
+        `/clients/${clientId}`,
+        { method: 'PATCH', body: JSON.stringify({ name: ' ' }) },
+        'name: must not be empty',
+      ],
     ] as const) {
       const res = await api(token, `/${g.agencyId}${path}`, init);
       expect(res.status, path).toBe(400);
