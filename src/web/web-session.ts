@@ -115,8 +115,19 @@ export class WebSessions {
       throw new PageError(403, 'Request refused', 'This form was sent from another site.');
     }
     const cookie = readCookies(request)[this.cookieName('svc_csrf')];
+    // A browser that keeps no cookie for this site (blocked, or an app's embedded browser that drops them) would be
+    // told to reload for ever: every page sets the cookie, which it never sends back.
+    if (!cookie) {
+      throw new PageError(
+        403,
+        'Request refused',
+        'This browser sent the form without the cookie its page set: the page was open for more than ' +
+          `${CSRF_TTL_SECONDS / 3600} hours, or the browser keeps no cookies for this site. ` +
+          'Go back, reload the page and try again, with cookies allowed.',
+      );
+    }
     const sent = form.getAll('csrf');
-    if (!cookie || sent.length !== 1 || !safeEqual(cookie, sent[0]!)) {
+    if (sent.length !== 1 || !safeEqual(cookie, sent[0]!)) {
       throw new PageError(
         403,
         'Request refused',

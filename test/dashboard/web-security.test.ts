@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { boundPort } from '../../src/config/config.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+import { textOf } from '../helpers/page-text.js';
 
 /**
  * Web security of the pages behind an https AUTH_URL (a proxy terminates TLS; the test talks to the listening port):
@@ -43,6 +44,36 @@ describe(`web security (${ENGINE})`, () => {
     expect(cookiesOf(signIn).find((c) => c.startsWith('__Host-svc_session='))).toMatch(
       /HttpOnly; SameSite=Lax; Max-Age=\d+; Secure$/,
     );
+  });
+
+  it('a form sent without the CSRF cookie says that the page needs cookies; a stale token says to reload', async () => {
+    // A browser that keeps no cookies for the site (blocked, or an app's embedded browser that drops them) would be
+    // told to reload for ever: reloading sets a cookie it never sends back.
+    const token = cookiesOf(await fetch(`${origin}/sign-in`))[0]!
+      .split(';')[0]!
+      .split('=')[1]!;
+    const post = (cookie: string | undefined) =>
+      fetch(`${origin}/sign-in`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          origin: PUBLIC,
+          ...(cookie ? { cookie } : {}),
+        },
+        body: new URLSearchParams({ csrf: token, username: 'ada', password: 'ada-demo-password' }).toString(),
+      });
+    const without = await post(undefined);
+    expect(without.status).toBe(403);
+    expect(textOf(await without.text())).toContain(
+      'This browser sent the form without the cookie its page set: the page was open for more than 24 hours, ' +
+        'or the browser keeps no cookies for this site. Go back, reload the page and try again, with cookies allowed.',
+    );
+    const stale = await post(`__Host-svc_csrf=${'x'.repeat(43)}`);
+    expect(stale.status).toBe(403);
+    const staleText = textOf(await stale.text());
+    expect(staleText).toContain('The form has expired. Go back, reload the page and try again.');
+    expect(staleText).not.toContain('cookie');
   });
 
   it('a form post from another origin is refused even with a valid CSRF token', async () => {
