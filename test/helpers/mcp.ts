@@ -35,6 +35,8 @@ export interface RawMcpOptions {
   headers?: Record<string, string>;
   /** The raw body; defaults to the JSON of `message`. */
   body?: string;
+  /** Ends the request, e.g. `AbortSignal.timeout`, where an answer that never ends would hang the test. */
+  signal?: AbortSignal;
 }
 
 let nextId = 1;
@@ -96,6 +98,7 @@ export function post(endpoint: string, message: unknown, o: RawMcpOptions = {}):
       ...o.headers,
     },
     body: o.body ?? JSON.stringify(message),
+    ...(o.signal ? { signal: o.signal } : {}),
   });
 }
 
@@ -113,12 +116,17 @@ export function initializeMessage(protocolVersion: string) {
 export async function jsonRpcOf(res: Response): Promise<Record<string, unknown>> {
   const text = await res.text();
   if (!res.headers.get('content-type')?.includes('text/event-stream')) return JSON.parse(text);
-  const data = text
+  return sseMessages(text).at(-1)!;
+}
+
+/** The JSON-RPC messages of an SSE body, one per `data:` line, in order. */
+export function sseMessages(text: string): Record<string, unknown>[] {
+  return text
     .split('\n')
     .filter((l) => l.startsWith('data:'))
     .map((l) => l.slice(5).trim())
-    .filter(Boolean);
-  return JSON.parse(data[data.length - 1]!);
+    .filter(Boolean)
+    .map((data) => JSON.parse(data) as Record<string, unknown>);
 }
 
 /**

@@ -2,7 +2,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant } from '../agency-mcp/helpers.js';
 import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 import { sendRaw } from '../helpers/raw-http.js';
-import { jsonRpcOf, MCP_VERSIONS, type McpVersion, MODERN, modernMeta, post } from '../helpers/mcp.js';
+import {
+  jsonRpcOf,
+  MCP_VERSIONS,
+  type McpVersion,
+  MODERN,
+  modernMeta,
+  post,
+  sseMessages,
+} from '../helpers/mcp.js';
 
 /**
  * What MCP hosts and hostile clients send to both MCP servers, on every served revision: JSON-RPC batches (removed
@@ -76,21 +84,12 @@ describe(`neither server promises list-change notifications it cannot send (${EN
       const { message, headers } = request(MODERN, 'subscriptions/listen', {
         notifications: { toolsListChanged: true, resourcesListChanged: true },
       });
-      const res = await fetch(endpoints()[which], {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          authorization: `Bearer ${tokenFor(which)}`,
-          ...headers,
-        },
-        body: JSON.stringify(message),
+      const res = await post(endpoints()[which], message, {
+        token: tokenFor(which),
+        headers,
         signal: AbortSignal.timeout(5_000),
       });
-      const events = (await res.text())
-        .split('\n')
-        .filter((l) => l.startsWith('data:'))
-        .map((l) => JSON.parse(l.slice(5)) as { method?: string; params?: unknown; result?: unknown });
+      const events = sseMessages(await res.text());
       expect(events[0]).toMatchObject({
         method: 'notifications/subscriptions/acknowledged',
         params: { notifications: {} },
