@@ -509,7 +509,8 @@ describe(`token endpoint (${ENGINE})`, () => {
 describe(`refresh tokens (${ENGINE})`, () => {
   const refresh = (rt: string, extra: Record<string, string> = {}) =>
     token(server, { grant_type: 'refresh_token', refresh_token: rt, client_id: clientId, ...extra });
-  const fresh = () => connect(server, { clientId, redirectUri: REDIRECT, browser: ada });
+  const fresh = (o: Partial<FlowOptions> = {}) =>
+    connect(server, { clientId, redirectUri: REDIRECT, browser: ada, ...o });
 
   it('rotates on every use and slides the connection expiry', async () => {
     const { tokens } = await fresh();
@@ -577,12 +578,7 @@ describe(`refresh tokens (${ENGINE})`, () => {
   it('the scope of a refresh is read as the authorization request reads it: aliases, write with its read, offline_access alone with the default', async () => {
     // Many OAuth clients send the scope they first asked for with every refresh. The agency MCP server needs
     // agency:mcp:read on every call, so a token of `agency:mcp:write` alone would be refused all its hour.
-    const { tokens } = await connect(server, {
-      clientId,
-      redirectUri: REDIRECT,
-      browser: ada,
-      scope: 'mcp:write offline_access',
-    });
+    const { tokens } = await fresh({ scope: 'mcp:write offline_access' });
     expect(tokens['scope']).toBe('agency:mcp:read agency:mcp:write offline_access');
     let rt = tokens['refresh_token']!;
     for (const [asked, granted] of [

@@ -311,40 +311,30 @@ describe(`one connection per app (${ENGINE})`, () => {
 });
 
 describe(`hosts that never ask for offline_access (${ENGINE})`, () => {
-  it('consent offers "stay connected", ticked; kept, the token response carries a refresh token and says so in scope', async () => {
-    const { tokens } = await connect(server, {
+  /** The host asks for read access only; the member keeps "Stay connected" ticked, or unticks it. */
+  const authorize = (stayConnected: boolean) =>
+    connect(server, {
       clientId,
       redirectUri: REDIRECT,
       browser: ada,
       scope: 'agency:mcp:read',
-      stayConnected: true,
+      stayConnected,
     });
+
+  it('consent offers "stay connected", ticked; kept, the token response carries a refresh token and says so in scope', async () => {
+    const { tokens } = await authorize(true);
     expect(tokens['scope']).toBe('agency:mcp:read offline_access');
     expect(tokens['refresh_token']).toBeTruthy();
     expect((await refresh(tokens['refresh_token']!)).res.status).toBe(200);
   });
   it('unticked, the host gets a 1-hour access token only, with the scope it asked for', async () => {
-    const { tokens } = await connect(server, {
-      clientId,
-      redirectUri: REDIRECT,
-      browser: ada,
-      scope: 'agency:mcp:read',
-      stayConnected: false,
-    });
+    const { tokens } = await authorize(false);
     expect(tokens['scope']).toBe('agency:mcp:read');
     expect(tokens).not.toHaveProperty('refresh_token');
   });
   it('a newer consent with "stay connected" unticked governs the refresh tokens issued before it', async () => {
     // "What you allow here replaces what was allowed before" (the update consent page): a device's refresh tokens
     // from an earlier consent stop, and the app's access tokens go on until they expire.
-    const authorize = (stayConnected: boolean) =>
-      connect(server, {
-        clientId,
-        redirectUri: REDIRECT,
-        browser: ada,
-        scope: 'agency:mcp:read',
-        stayConnected,
-      });
     const first = await authorize(true);
     const again = await authorize(false);
     expect(again.tokens['scope']).toBe('agency:mcp:read');
