@@ -320,7 +320,9 @@ async function checkReadiness(store: Store, redis: RedisConnection | undefined):
     within(sql`select 1`.execute(store.db)),
     // A failed ping is an outage like any other: logged once by the watch, the limits counting in memory meanwhile.
     redis
-      ? within(redis.client.ping().catch((e: unknown) => (redis.failed(e), Promise.reject(e))))
+      ? within(
+          redis.answered(redis.client.ping()).catch((e: unknown) => (redis.failed(e), Promise.reject(e))),
+        )
       : undefined,
   ]);
   const checks: Readiness['checks'] = { database, ...(cache ? { redis: cache } : {}) };

@@ -50,6 +50,8 @@ export interface RedisConnection {
   client: Redis;
   /** Whether commands may be sent now: connected, and not found unresponsive since. */
   readonly ready: boolean;
+  /** A command sent on `client`, rejected (an outage) if Redis has not answered it within the bound. */
+  answered<T>(command: Promise<T>): Promise<T>;
   /**
    * A command failed: logged once per outage, a refusal (`READONLY`, `OOM`) as much as a lost connection; an
    * unresponsive connection is dropped so the next uses memory.
@@ -81,7 +83,7 @@ export function redisLimiters(redis: RedisConnection): LimiterFactory {
     const run = async <T>(op: (limiter: Limiter) => Promise<T>, consuming = false): Promise<T> => {
       if (!redis.ready) return op(local);
       try {
-        const value = await op(shared);
+        const value = await redis.answered(op(shared));
         if (consuming) redis.counted();
         return value;
       } catch (e) {
@@ -102,9 +104,40 @@ export function redisLimiters(redis: RedisConnection): LimiterFactory {
 }
 
 /**
+ * `command`, or a rejection once Redis has had `ms` to answer it and has not.
+ *
+ * Not ioredis's `commandTimeout`: its timer fires when the event loop gets to it, and after this process held its own
+ * loop past the bound (a long collection, a synchronous write to a slow disk) timers run before sockets are read, so
+ * an answer already waiting in the socket was taken for Redis not answering: the connection was dropped, an outage
+ * logged, and the limits counted apart on each instance until it came back (a burst across two instances then got
+ * past the shared limit). Here the timer first lets the loop read its sockets once (`setImmediate` runs after the
+ * poll phase, Node's event loop guide), and only an answer still missing then is a timeout.
+ */
+function answeredWithin<T>(command: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    const timer = setTimeout(
+      () =>
+        setImmediate(() => {
+          if (!settled) reject(new DependencyUnavailable(`Redis did not answer within ${ms} ms`));
+        }),
+      ms,
+    );
+    const settle = () => {
+      settled = true;
+      clearTimeout(timer);
+    };
+    command.then(
+      (value) => (settle(), resolve(value)),
+      (error: unknown) => (settle(), reject(error)),
+    );
+  });
+}
+
+/**
  * Connects to Redis for the rate limiters; `close` quits the connection at shutdown. Every wait is bounded (connect
- * and each command within REDIS_TIMEOUT_MS, no offline queue), and an outage is logged once when it starts (rate
- * limits then fall back to this instance's memory) and once when Redis counts again.
+ * and each command within REDIS_TIMEOUT_MS of Redis's time, `answered`; no offline queue), and an outage is logged
+ * once when it starts (rate limits then fall back to this instance's memory) and once when Redis counts again.
  *
  * A Redis that answers but refuses the limits' writes is an outage too: `READONLY` from a primary demoted by a
  * failover (its clients keep their connections to it), `OOM` under `maxmemory` with `noeviction`. On `READONLY` the
@@ -122,7 +155,6 @@ export function connectRedis(
     maxRetriesPerRequest: 1,
     lazyConnect: false,
     connectTimeout: timeoutMs,
-    commandTimeout: timeoutMs,
     // 1: reconnect, and let the command fail (its limit counts in memory meanwhile).
     reconnectOnError: (e) => (e.message.startsWith('READONLY') ? 1 : false),
   });
@@ -146,6 +178,7 @@ export function connectRedis(
     get ready() {
       return client.status === 'ready';
     },
+    answered: (command) => answeredWithin(command, timeoutMs),
     failed(error) {
       if (isDependencyOutage(error)) {
         watch.failed(error);
@@ -163,6 +196,7 @@ export function connectRedis(
       refusing = false;
       watch.succeeded();
     },
-    close: async () => void (await client.quit().catch(() => client.disconnect())),
+    // A stalled Redis answers no QUIT either: after the bound, the connection is closed without it.
+    close: async () => void (await answeredWithin(client.quit(), timeoutMs).catch(() => client.disconnect())),
   };
 }

@@ -1,6 +1,11 @@
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signInGuard } from '../../src/auth/sign-in-guard.js';
 import { EVENT_LOOP_HELD_MS } from '../../src/base/event-loop-watch.js';
+import { REDIS_TIMEOUT_MS } from '../../src/http/rate-limit.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+import { OPS_REDIS_URL } from '../helpers/ops.js';
 
 /**
  * The process held: a synchronous call that does not return (the embedded database's on a disk that stalled), CPU
@@ -59,5 +64,29 @@ describe(`the event loop held (${ENGINE})`, () => {
     hold(1500);
     await aLookLater();
     expect(other.logs.lines.slice(before)).toEqual([]);
+  });
+});
+
+describe(`the event loop held while Redis is asked (${ENGINE})`, () => {
+  let withRedis: TestServer;
+  let direct: Redis;
+  beforeAll(async () => {
+    withRedis = await startTestServer({ env: { REDIS_URL: OPS_REDIS_URL } });
+    direct = new Redis(OPS_REDIS_URL);
+  });
+  afterAll(async () => {
+    direct?.disconnect();
+    await withRedis?.close();
+  });
+
+  it("held past the Redis bound while a limit's command is out: Redis's answer counts, no outage", async () => {
+    const username = `held-${randomBytes(4).toString('hex')}`;
+    // The guard sends its first limit's command at once; Redis answers while this process is held.
+    const attempt = signInGuard(withRedis.services.ctx)('192.0.2.77', username, 'wrong');
+    hold(REDIS_TIMEOUT_MS + 300);
+    expect(await attempt).toEqual({ ok: false, reason: 'invalid_credentials' });
+    // Every limit was counted in Redis (none fell back to memory), and nothing says Redis was down.
+    expect(await direct.get(`svc:signin-user-ip:${JSON.stringify([username, '192.0.2.77'])}`)).toBe('1');
+    expect(withRedis.logs.lines.filter((l) => String(l['msg']).startsWith('redis'))).toEqual([]);
   });
 });
