@@ -181,6 +181,9 @@ class TransactionalDdlSqliteAdapter extends SqliteAdapter {
  */
 function postgresPool(connectionString: string, o: StoreConfig): pg.Pool {
   const statementMs = o.databaseStatementTimeoutMs ?? 10_000;
+  const settings = o.databaseTransactionPooler
+    ? undefined
+    : `SET statement_timeout = ${statementMs}; SET idle_in_transaction_session_timeout = ${statementMs * 2}`;
   const pool = new pg.Pool({
     connectionString,
     max: o.databasePoolSize,
@@ -191,19 +194,19 @@ function postgresPool(connectionString: string, o: StoreConfig): pg.Pool {
     types: {
       getTypeParser: (oid, format) => (oid === PG_INT8 ? Number : pg.types.getTypeParser(oid, format)),
     },
+    // Awaited before the pool hands the new connection out. The settings are statements, not startup parameters
+    // (`options`), which PgBouncer refuses; they were queued ahead of the query the connection was opened for, two
+    // queries on one client at once, which pg 8 warns is deprecated and pg 9 removes. A failure here is the
+    // connection's: the pool ends it and the caller gets the error, as a failed connect.
+    onConnect: async (client) => {
+      // A checked-out client's error reaches the query that is using it (as a rejected promise); without a listener
+      // the client's 'error' event itself would end the process (57P01 under load).
+      client.on('error', () => {});
+      if (settings) await client.query(settings);
+    },
   });
   // An idle client's error: the pool discards the client and opens another when needed.
   pool.on('error', () => {});
-  const settings = o.databaseTransactionPooler
-    ? undefined
-    : `SET statement_timeout = ${statementMs}; SET idle_in_transaction_session_timeout = ${statementMs * 2}`;
-  pool.on('connect', (client) => {
-    // A checked-out client's error reaches the query that is using it (as a rejected promise); without a listener the
-    // client's 'error' event itself would end the process (57P01 under load).
-    client.on('error', () => {});
-    // Queued ahead of the query the client was opened for; it fails only with the connection, and so does that query.
-    if (settings) client.query(settings).catch(() => {});
-  });
   return pool;
 }
 
