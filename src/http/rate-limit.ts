@@ -11,6 +11,12 @@ export interface LimitSpec {
 /** How long a Redis connect or command may take before the rate limits use memory instead. */
 export const REDIS_TIMEOUT_MS = 500;
 
+/**
+ * How long a new connection's handshake (ioredis's own commands: CLIENT SETINFO, the ready check's INFO) may go
+ * unanswered before the connection is made again.
+ */
+export const REDIS_HANDSHAKE_TIMEOUT_MS = 2000;
+
 /** What the routes use of a limiter; a refusal rejects with a `RateLimiterRes`. */
 export interface Limiter {
   consume(key: string, points?: number): Promise<RateLimiterRes>;
@@ -136,8 +142,9 @@ function answeredWithin<T>(command: Promise<T>, ms: number): Promise<T> {
 
 /**
  * Connects to Redis for the rate limiters; `close` quits the connection at shutdown. Every wait is bounded (connect
- * and each command within REDIS_TIMEOUT_MS of Redis's time, `answered`; no offline queue), and an outage is logged
- * once when it starts (rate limits then fall back to this instance's memory) and once when Redis counts again.
+ * and each command within REDIS_TIMEOUT_MS of Redis's time, `answered`; a new connection's handshake within
+ * REDIS_HANDSHAKE_TIMEOUT_MS; no offline queue), and an outage is logged once when it starts (rate limits then fall
+ * back to this instance's memory) and once when Redis counts again.
  *
  * A Redis that answers but refuses the limits' writes is an outage too: `READONLY` from a primary demoted by a
  * failover (its clients keep their connections to it), `OOM` under `maxmemory` with `noeviction`. On `READONLY` the
@@ -170,7 +177,23 @@ export function connectRedis(
   );
   // A connection closed by the server (a restart) is reconnected without any error event: an outage all the same.
   client.on('reconnecting', () => watch.failed(new Error('Connection is closed; reconnecting')));
+  // `answered` does not see the handshake's commands, and a server that takes a connection and then answers nothing
+  // (gone silent, a route black-holed after the connect) would leave it waiting, and the limits in memory, for good.
+  // Timed as `answered` times, after a look at the sockets; the timer of an attempt that closed is cleared with it.
+  let handshake: NodeJS.Timeout | undefined;
+  client.on('connect', () => {
+    clearTimeout(handshake);
+    handshake = setTimeout(
+      () =>
+        setImmediate(() => {
+          if (client.status === 'connect') client.disconnect(true);
+        }),
+      REDIS_HANDSHAKE_TIMEOUT_MS,
+    ).unref();
+  });
+  client.on('close', () => clearTimeout(handshake));
   client.on('ready', () => {
+    clearTimeout(handshake);
     if (!refusing) watch.succeeded();
   });
   return {

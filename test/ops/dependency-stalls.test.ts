@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UNAVAILABLE_MESSAGE } from '../../src/http/errors.js';
-import { REDIS_TIMEOUT_MS } from '../../src/http/rate-limit.js';
+import { REDIS_HANDSHAKE_TIMEOUT_MS, REDIS_TIMEOUT_MS } from '../../src/http/rate-limit.js';
 import { ENGINE, freshDatabase, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 import { modernRequest, userReads } from '../helpers/mcp.js';
 import { MARGIN_MS, OPS_REDIS_URL, postSession, within } from '../helpers/ops.js';
@@ -261,5 +261,21 @@ describe(`Redis stalled behind a forwarder (${ENGINE})`, () => {
       'redis (rate limits fall back to memory) unavailable',
       'redis (rate limits fall back to memory) available again',
     ]);
+  });
+
+  it('a reconnection whose handshake is never answered is given up for a new one, which counts in Redis', async () => {
+    redis.stall();
+    // The sign-in's commands meet the stall: the connection is dropped, and the new one's handshake is held too…
+    expect((await postSession(server.url.auth, 'ada')).status).toBe(201);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    // …for good (a server gone silent with the connection open), while a connection made now would be served.
+    redis.blackholeOpen();
+    redis.resume();
+    const started = performance.now();
+    expect(
+      await within(async () => (await fetch(`${server.url.api}/ready`)).status === 200, 15_000),
+    ).toBeGreaterThanOrEqual(0);
+    expect(performance.now() - started).toBeLessThan(REDIS_HANDSHAKE_TIMEOUT_MS + MARGIN_MS);
+    expect(await failures(1)).toEqual({ statuses: [401], inRedis: '1' });
   });
 });
