@@ -3,17 +3,15 @@ import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { main } from '../src/cli/main.js';
 import { openStore, type Store } from '../src/store/database.js';
+import { svc, useDatabaseForCli } from './helpers/cli.js';
 import { freshDatabase } from './helpers/harness.js';
 
 let db: Awaited<ReturnType<typeof freshDatabase>>;
 const saved = { ...process.env };
 beforeAll(async () => {
   db = await freshDatabase();
-  // Vitest exports Vite's BASE_URL ("/") into the environment; the CLI reads the real environment.
-  delete process.env['BASE_URL'];
-  Object.assign(process.env, db.env, { NODE_ENV: 'test', LOG_LEVEL: 'warn' });
+  useDatabaseForCli(db.env);
 });
 afterAll(async () => {
   process.env = saved;
@@ -35,22 +33,13 @@ async function withStore<T>(fn: (db: Store['db']) => Promise<T>): Promise<T> {
   }
 }
 
-/** Runs `svc ...args` in-process and captures what it prints. */
-async function svc(...args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  vi.spyOn(console, 'log').mockImplementation((...a) => void out.push(a.join(' ')));
-  vi.spyOn(console, 'error').mockImplementation((...a) => void err.push(a.join(' ')));
-  const code = await main(args);
-  vi.restoreAllMocks();
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
-
 const COMMANDS = [
   'start',
   'migrate',
   'seed-demo',
   'users create',
+  'users sign-out',
+  'users set-password',
   'users pin',
   'clients pin',
   'sessions create',

@@ -10,8 +10,16 @@ import { toRfc3339 } from '../base/clock.js';
 import { PACKAGE_IDENTITY } from '../base/package-identity.js';
 import { DemoSeedRefused, seedDemo } from '../domain/demo-seed.js';
 import { isDependencyOutage } from '../http/dependency-outage.js';
-import { createSession } from '../domain/sessions.js';
-import { canonicalUsername, createUser, findUserByUsername, UserInputError } from '../domain/users.js';
+import { endUserConnections } from '../domain/connections.js';
+import { createSession, endUserSessions } from '../domain/sessions.js';
+import {
+  canonicalUsername,
+  createUser,
+  findUserByUsername,
+  setPassword,
+  UserInputError,
+  type UserRow,
+} from '../domain/users.js';
 import { openStore } from '../store/database.js';
 import { migrateToLatest } from '../store/migrate.js';
 import { issueSessionToken } from '../tokens/session-token.js';
@@ -72,11 +80,7 @@ const COMMANDS: Record<string, Command> = {
     run: (v, config) =>
       withContext(config, async (ctx) => {
         const username = required(v, 'username');
-        if (!v['password-stdin'] && v['password'] === undefined)
-          throw new UsageError('--password-stdin (or --password PW) is required');
-        const password = v['password-stdin']
-          ? readFileSync(0, 'utf8').replace(/\r?\n$/, '')
-          : required(v, 'password');
+        const password = passwordOption(v);
         const apiVersion = typeof v['api-version'] === 'string' ? pinValue(ctx, v['api-version']) : null;
         const user = await createUser(ctx.db, ctx.clock, {
           username,
@@ -87,6 +91,32 @@ const COMMANDS: Record<string, Command> = {
         console.log(
           JSON.stringify({ object: 'user', id: user.id, username: user.username, image_url: user.image_url }),
         );
+      }),
+  },
+  'users sign-out': {
+    usage: 'svc users sign-out --username NAME',
+    summary:
+      'End every session and connection of a user (an account that may be compromised: set its password too).',
+    options: { username: { type: 'string', help: 'the user' } },
+    run: (v, config) =>
+      withContext(config, async (ctx) => {
+        const user = await userNamed(ctx, required(v, 'username'));
+        console.log(`${user.username}: ${await signOutEverywhere(ctx, user)}`);
+      }),
+  },
+  'users set-password': {
+    usage: 'svc users set-password --username NAME (--password-stdin | --password PW)',
+    summary: "Set a user's password, and end every session and connection they had.",
+    options: {
+      username: { type: 'string', help: 'the user' },
+      password: { type: 'string', help: 'the new password (visible in the process list)' },
+      'password-stdin': { type: 'boolean', help: 'read the new password from standard input' },
+    },
+    run: (v, config) =>
+      withContext(config, async (ctx) => {
+        const user = await userNamed(ctx, required(v, 'username'));
+        await setPassword(ctx.db, user.id, passwordOption(v));
+        console.log(`${user.username}: password set; ${await signOutEverywhere(ctx, user)}`);
       }),
   },
   'users pin': {
@@ -135,9 +165,7 @@ const COMMANDS: Record<string, Command> = {
     options: { username: { type: 'string', help: 'the user to sign in' } },
     run: (v, config) =>
       withContext(config, async (ctx) => {
-        const username = canonicalUsername(required(v, 'username'));
-        const user = await findUserByUsername(ctx.db, username);
-        if (!user) throw new UsageError(`no user named ${username}`);
+        const user = await userNamed(ctx, required(v, 'username'));
         const session = await createSession(ctx.db, ctx.clock, user.id, config.sessionTtlSeconds);
         const token = await issueSessionToken(ctx, session);
         console.log(
@@ -160,6 +188,35 @@ const COMMANDS: Record<string, Command> = {
       }),
   },
 };
+
+/** The password of `--password-stdin` (its one line, without the newline) or of `--password`. */
+function passwordOption(v: Record<string, unknown>): string {
+  if (!v['password-stdin'] && v['password'] === undefined)
+    throw new UsageError('--password-stdin (or --password PW) is required');
+  return v['password-stdin'] ? readFileSync(0, 'utf8').replace(/\r?\n$/, '') : required(v, 'password');
+}
+
+/** The user of `--username`, read as the sign-in page reads a name ("Marie" and "marie " are marie). */
+async function userNamed(ctx: AppContext, typed: string): Promise<UserRow> {
+  const username = canonicalUsername(typed);
+  const user = await findUserByUsername(ctx.db, username);
+  if (!user) throw new UsageError(`no user named ${username}`);
+  return user;
+}
+
+/**
+ * Ends every session (API and browser) and every connection of a user, and says what it ended. The instances serving
+ * refuse their tokens within LIVENESS_CACHE_SECONDS: this process is not one of them, and tells none of them.
+ */
+async function signOutEverywhere(ctx: AppContext, user: UserRow): Promise<string> {
+  const sessions = await endUserSessions(ctx.db, ctx.clock, user.id);
+  const connections = await endUserConnections(ctx.db, ctx.clock, user.id);
+  const count = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
+  return (
+    `${count(sessions, 'session')} and ${count(connections.length, 'connection')} ended; every instance refuses ` +
+    `their tokens within ${ctx.config.livenessCacheSeconds} s`
+  );
+}
 
 /** A pin value: a supported version, or `none` to clear the pin (docs/contract.md#versioning). */
 function pinValue(ctx: AppContext, value: string): string | null {

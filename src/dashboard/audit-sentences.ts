@@ -42,6 +42,8 @@ const ENDINGS: Record<string, (actor: string, member: string) => string> = {
   disconnected: (actor) => `was disconnected by ${actor}`,
   revoked_by_client: () => 'was ended by the application itself (it revoked its token)',
   member_removed: (_actor, member) => `was disconnected because ${member} was removed from the agency`,
+  ended_by_operator: (_actor, member) =>
+    `was disconnected by the service's operator, with every session of ${member}`,
 };
 
 export function auditSentence(e: AuditEntry, names: AuditNames): Html {

@@ -24,6 +24,8 @@ export const REVOKE_REASONS = [
   'member_removed',
   /** Folded into the newer connection of the same app (migration 0004). */
   'merged',
+  /** Ended by the service's operator with the user's every session (`svc users sign-out`, `users set-password`). */
+  'ended_by_operator',
 ] as const;
 export type RevokeReason = (typeof REVOKE_REASONS)[number];
 
@@ -290,21 +292,44 @@ export async function narrowMemberConnections(
 }
 
 /** docs/contract.md#revocation: removing the member ends every connection of that member. Returns the ids ended. */
-export async function endMemberConnections(
+export function endMemberConnections(
   db: Db,
   clock: Clock,
   memberId: string,
   actorUserId: string | null,
 ): Promise<string[]> {
+  return endConnectionsOf(db, clock, 'member_id', memberId, 'member_removed', actorUserId);
+}
+
+/**
+ * Ends every connection of a user, in every agency and on the account, by the service's operator. Returns the ids of
+ * the active ones it ended.
+ */
+export function endUserConnections(db: Db, clock: Clock, userId: string): Promise<string[]> {
+  return endConnectionsOf(db, clock, 'user_id', userId, 'ended_by_operator', null);
+}
+
+/**
+ * Ends every connection of one member or user not yet ended, pending ones included (a consent whose code is still
+ * unexchanged must not become a connection afterwards). Returns the ids of the active ones it ended.
+ */
+async function endConnectionsOf(
+  db: Db,
+  clock: Clock,
+  owner: 'member_id' | 'user_id',
+  id: string,
+  reason: RevokeReason,
+  actorUserId: string | null,
+): Promise<string[]> {
   const rows = await db
     .selectFrom('connections')
     .select('id')
-    .where('member_id', '=', memberId)
+    .where(owner, '=', id)
     .where('status', '!=', 'revoked')
     .execute();
   const ended: string[] = [];
-  for (const { id } of rows) {
-    if (await revokeConnection(db, clock, id, 'member_removed', actorUserId)) ended.push(id);
+  for (const row of rows) {
+    if (await revokeConnection(db, clock, row.id, reason, actorUserId)) ended.push(row.id);
   }
   return ended;
 }

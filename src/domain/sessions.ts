@@ -53,6 +53,20 @@ export async function endSession(
   deps.sessionLiveness.forget(sessionId);
 }
 
+/**
+ * Ends every session of a user, API and browser alike (the first revocation time of each is kept). Returns how many
+ * it ended. Instances refuse their tokens within the liveness bound: this may run in another process (the CLI).
+ */
+export async function endUserSessions(db: Kysely<Database>, clock: Clock, userId: string): Promise<number> {
+  const r = await db
+    .updateTable('sessions')
+    .set({ revoked_at: clock.now() })
+    .where('user_id', '=', userId)
+    .where('revoked_at', 'is', null)
+    .executeTakeFirst();
+  return Number(r.numUpdatedRows);
+}
+
 const SESSION_LIVENESS = 'SELECT expires_at, revoked_at FROM sessions WHERE id = $1';
 
 export async function isSessionLive(sql: PreparedSql, clock: Clock, sessionId: string): Promise<boolean> {

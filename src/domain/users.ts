@@ -36,16 +36,31 @@ export interface NewUser {
   apiVersion?: string | null;
 }
 
-export async function createUser(db: Kysely<Database>, clock: Clock, input: NewUser): Promise<UserRow> {
-  if (!USERNAME_PATTERN.test(input.username)) {
-    throw new UserInputError('username', 'username must be 2–39 lower-case letters, digits, ".", "_" or "-"');
-  }
-  if (input.password.length < MIN_PASSWORD_LENGTH || input.password.length > MAX_PASSWORD_LENGTH) {
+function checkPasswordLength(password: string): void {
+  if (password.length < MIN_PASSWORD_LENGTH || password.length > MAX_PASSWORD_LENGTH) {
     throw new UserInputError(
       'password',
       `password must be ${MIN_PASSWORD_LENGTH} to ${MAX_PASSWORD_LENGTH} characters`,
     );
   }
+}
+
+/** Replaces a user's password (its hash); false when there is no such user. */
+export async function setPassword(db: Kysely<Database>, userId: string, password: string): Promise<boolean> {
+  checkPasswordLength(password);
+  const r = await db
+    .updateTable('users')
+    .set({ password_hash: await hashPassword(password) })
+    .where('id', '=', userId)
+    .executeTakeFirst();
+  return r.numUpdatedRows === 1n;
+}
+
+export async function createUser(db: Kysely<Database>, clock: Clock, input: NewUser): Promise<UserRow> {
+  if (!USERNAME_PATTERN.test(input.username)) {
+    throw new UserInputError('username', 'username must be 2–39 lower-case letters, digits, ".", "_" or "-"');
+  }
+  checkPasswordLength(input.password);
   if (input.imageUrl != null && !/^https?:\/\//.test(input.imageUrl)) {
     throw new UserInputError('image_url', 'image_url must be an http(s) URL');
   }

@@ -66,6 +66,13 @@ describe('audit sentences', () => {
       "grace's MCP Inspector was ended by the application itself (it revoked its token)",
     ],
     [
+      entry('connection.revoked', {
+        detail: { reason: 'ended_by_operator', client_id: 'dcr_1' },
+        actor_username: null,
+      }),
+      "grace's MCP Inspector was disconnected by the service's operator, with every session of grace",
+    ],
+    [
       entry('connection.created', {
         detail: { client_id: 'dcr_1', scopes: ['agency:mcp:read', 'agency:mcp:write'] },
         actor_username: 'grace',

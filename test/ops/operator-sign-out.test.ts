@@ -1,0 +1,111 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { svc, useDatabaseForCli } from '../helpers/cli.js';
+import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { modernRequest } from '../helpers/mcp.js';
+import { grant } from '../agency-mcp/helpers.js';
+import { Browser } from '../auth/oauth-helpers.js';
+
+/**
+ * An account that may be compromised, at night: the operator ends everything it holds with the CLI, a process apart
+ * from the instance serving (which it does not tell), over the database they share. The instance refuses every token
+ * of the user within LIVENESS_CACHE_SECONDS; the password is set anew where it must be.
+ */
+
+let server: TestServer;
+const saved = { ...process.env };
+beforeAll(async () => {
+  server = await startTestServer();
+  useDatabaseForCli(server.database);
+});
+afterAll(async () => {
+  process.env = saved;
+  await server?.close();
+});
+
+/** What `username` holds: an API session, a signed-in browser, an agency connection. */
+async function everythingOf(username: string) {
+  const api = await signIn(server, username);
+  const browser = new Browser(server.url.auth);
+  await browser.signIn(username);
+  const connection = await grant(server, { username });
+  const agencyCall = () =>
+    modernRequest(
+      `${server.url.agencyMcp}/mcp`,
+      'tools/call',
+      { name: 'get_agency', arguments: {} },
+      {
+        token: connection.token,
+      },
+    );
+  return {
+    me: () => fetch(`${server.url.api}/me`, { headers: { authorization: `Bearer ${api.token}` } }),
+    dashboard: () => browser.get('/dashboard'),
+    agencyCall,
+  };
+}
+
+/** Past the bound within which an instance may still take a token ended elsewhere. */
+const pastTheLivenessBound = () => server.clock.advance(server.config.livenessCacheSeconds * 1000 + 1);
+
+describe(`svc users sign-out and set-password, with an instance serving (${ENGINE})`, () => {
+  it("sign-out: the user's API session, browser session and agency connection are refused; others' are not", async () => {
+    const ada = await everythingOf('ada');
+    const grace = await everythingOf('grace');
+    expect((await ada.me()).status).toBe(200);
+    expect((await ada.dashboard()).status).toBe(200);
+    expect((await ada.agencyCall()).status).toBe(200);
+
+    const r = await svc('users', 'sign-out', '--username', 'Ada');
+    expect(r).toEqual({
+      code: 0,
+      out: `ada: 2 sessions and 1 connection ended; every instance refuses their tokens within ${server.config.livenessCacheSeconds} s`,
+      err: '',
+    });
+    pastTheLivenessBound();
+    expect((await ada.me()).status).toBe(401);
+    expect((await ada.dashboard()).status).toBe(303);
+    expect((await ada.agencyCall()).status).toBe(401);
+    // Grace is untouched.
+    expect((await grace.me()).status).toBe(200);
+    expect((await grace.dashboard()).status).toBe(200);
+    expect((await grace.agencyCall()).status).toBe(200);
+    // The agency's history names who ended the connection.
+    const [event] = await server.services.ctx.db
+      .selectFrom('audit_events')
+      .select(['type', 'detail'])
+      .where('type', '=', 'connection.revoked')
+      .execute();
+    expect(JSON.parse(event!.detail)).toMatchObject({ reason: 'ended_by_operator' });
+    // Again: nothing left to end.
+    expect((await svc('users', 'sign-out', '--username', 'ada')).out).toMatch(
+      /^ada: 0 sessions and 0 connections/,
+    );
+  });
+
+  it('set-password: the old password is refused, the new one signs in, and what the user held is ended', async () => {
+    const linus = await everythingOf('linus');
+    const r = await svc('users', 'set-password', '--username', 'linus', '--password', 'a-new-password-1');
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/^linus: password set; 2 sessions and 1 connection ended/);
+    pastTheLivenessBound();
+    expect((await linus.me()).status).toBe(401);
+    const attempt = (password: string) =>
+      fetch(`${server.url.auth}/api/sessions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ username: 'linus', password }),
+      });
+    expect((await attempt('linus-demo-password')).status).toBe(401);
+    expect((await attempt('a-new-password-1')).status).toBe(201);
+  });
+
+  it('refuses an unknown user and a password out of bounds, ending nothing', async () => {
+    expect(await svc('users', 'sign-out', '--username', 'nobody')).toMatchObject({ code: 2 });
+    const grace = await everythingOf('grace');
+    const short = await svc('users', 'set-password', '--username', 'grace', '--password', 'short');
+    expect(short.code).not.toBe(0);
+    expect(short.err).toMatch(/password must be 8 to 256 characters/);
+    pastTheLivenessBound();
+    expect((await grace.me()).status).toBe(200);
+  });
+});
