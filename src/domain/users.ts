@@ -45,15 +45,14 @@ function checkPasswordLength(password: string): void {
   }
 }
 
-/** Replaces a user's password (its hash); false when there is no such user. */
-export async function setPassword(db: Kysely<Database>, userId: string, password: string): Promise<boolean> {
+/** Replaces a user's password (its hash), within the bounds a new user's has. */
+export async function setPassword(db: Kysely<Database>, userId: string, password: string): Promise<void> {
   checkPasswordLength(password);
-  const r = await db
+  await db
     .updateTable('users')
     .set({ password_hash: await hashPassword(password) })
     .where('id', '=', userId)
-    .executeTakeFirst();
-  return r.numUpdatedRows === 1n;
+    .execute();
 }
 
 export async function createUser(db: Kysely<Database>, clock: Clock, input: NewUser): Promise<UserRow> {

@@ -110,33 +110,28 @@ export function redisLimiters(redis: RedisConnection): LimiterFactory {
 }
 
 /**
- * `command`, or a rejection once Redis has had `ms` to answer it and has not.
- *
- * Not ioredis's `commandTimeout`: its timer fires when the event loop gets to it, and after this process held its own
- * loop past the bound (a long collection, a synchronous write to a slow disk) timers run before sockets are read, so
- * an answer already waiting in the socket was taken for Redis not answering: the connection was dropped, an outage
- * logged, and the limits counted apart on each instance until it came back (a burst across two instances then got
- * past the shared limit). Here the timer first lets the loop read its sockets once (`setImmediate` runs after the
- * poll phase, Node's event loop guide), and only an answer still missing then is a timeout.
+ * Calls `fire` once `ms` have passed and the event loop has then read its sockets: a timer alone, after this process
+ * held its own loop past `ms` (a long collection, a synchronous write to a slow disk), fires before the sockets are
+ * read, and an answer already waiting in one would be taken for none. `setImmediate` runs after the poll phase
+ * (Node's event loop guide). Cleared as a timer is; `fire` checks whether it is still wanted.
+ */
+function timeoutAfterSocketsRead(ms: number, fire: () => void): NodeJS.Timeout {
+  return setTimeout(() => setImmediate(fire), ms);
+}
+
+/**
+ * `command`, or a rejection once Redis has had `ms` to answer it and has not. Not ioredis's `commandTimeout`, which
+ * fires as a plain timer: Redis's answer, waiting while this process held its loop, was taken for an outage, the
+ * connection dropped and the limits counted apart on each instance until it came back (a burst across two instances
+ * then got past the shared limit).
  */
 function answeredWithin<T>(command: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    let settled = false;
-    const timer = setTimeout(
-      () =>
-        setImmediate(() => {
-          if (!settled) reject(new DependencyUnavailable(`Redis did not answer within ${ms} ms`));
-        }),
-      ms,
+    // A reject after the command settled is a no-op; the timer is cleared then anyway.
+    const timer = timeoutAfterSocketsRead(ms, () =>
+      reject(new DependencyUnavailable(`Redis did not answer within ${ms} ms`)),
     );
-    const settle = () => {
-      settled = true;
-      clearTimeout(timer);
-    };
-    command.then(
-      (value) => (settle(), resolve(value)),
-      (error: unknown) => (settle(), reject(error)),
-    );
+    void command.then(resolve, reject).finally(() => clearTimeout(timer));
   });
 }
 
@@ -179,17 +174,13 @@ export function connectRedis(
   client.on('reconnecting', () => watch.failed(new Error('Connection is closed; reconnecting')));
   // `answered` does not see the handshake's commands, and a server that takes a connection and then answers nothing
   // (gone silent, a route black-holed after the connect) would leave it waiting, and the limits in memory, for good.
-  // Timed as `answered` times, after a look at the sockets; the timer of an attempt that closed is cleared with it.
+  // Timed after a look at the sockets, as `answered` is; the timer of an attempt that closed is cleared with it.
   let handshake: NodeJS.Timeout | undefined;
   client.on('connect', () => {
     clearTimeout(handshake);
-    handshake = setTimeout(
-      () =>
-        setImmediate(() => {
-          if (client.status === 'connect') client.disconnect(true);
-        }),
-      REDIS_HANDSHAKE_TIMEOUT_MS,
-    ).unref();
+    handshake = timeoutAfterSocketsRead(REDIS_HANDSHAKE_TIMEOUT_MS, () => {
+      if (client.status === 'connect') client.disconnect(true);
+    }).unref();
   });
   client.on('close', () => clearTimeout(handshake));
   client.on('ready', () => {
