@@ -1,4 +1,5 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
+import type { Engine, Store } from '../store/database.js';
 import type { AgenciesTable, Database, MembersTable } from '../store/schema.js';
 import { audit } from './audit.js';
 import type { Clock } from '../base/clock.js';
@@ -158,9 +159,14 @@ export async function manageableMember(
   return target!;
 }
 
-/** Checks that `actor` may manage `target`: members:manage, same agency, not oneself, owners only by owners. */
+/**
+ * Checks that `actor` may manage `target`: an active member with members:manage, same agency, not oneself, owners only
+ * by owners.
+ */
 function assertCanManage(actor: MemberRow, target: MemberRow | undefined, newRole?: Role): MemberRow {
-  if (!roleAllows(actor.role, 'members:manage')) throw new MembershipError('You may not manage members');
+  if (actor.status !== 'active' || !roleAllows(actor.role, 'members:manage')) {
+    throw new MembershipError('You may not manage members');
+  }
   if (!target || target.agency_id !== actor.agency_id || target.status !== 'active') {
     throw new MembershipError('No such member');
   }
@@ -171,12 +177,37 @@ function assertCanManage(actor: MemberRow, target: MemberRow | undefined, newRol
   return target;
 }
 
-/** What changing a membership needs: the store, the clock, and the cached liveness of connections to forget. */
+/**
+ * What changing a membership needs: the store (and its engine, for the row locks), the clock, and the cached liveness
+ * of connections to forget.
+ */
 export interface MembershipDeps {
   db: Kysely<Database>;
+  store: Pick<Store, 'engine'>;
   clock: Clock;
   connectionLiveness: ConnectionLivenessMemory;
   metrics: Pick<Metrics, 'connectionRevoked'>;
+}
+
+/**
+ * The acting and the target memberships as they are now, read in the change's transaction, so that the change is
+ * checked against what it will commit over. Checked against the actor as the request found it, two owners who demoted
+ * or removed each other at the same moment both passed, and the agency was left with no owner, which no page can
+ * undo. The embedded database runs one transaction at a time; on PostgreSQL both rows stay locked until the commit,
+ * taken in id order so that two changes over the same pair never wait on each other crosswise.
+ */
+async function lockMemberships(
+  trx: Transaction<Database>,
+  engine: Engine,
+  actorId: string,
+  targetId: string,
+): Promise<{ actor: MemberRow; target: MemberRow | undefined }> {
+  const read = trx.selectFrom('members').selectAll().where('id', 'in', [actorId, targetId]).orderBy('id');
+  const rows = await (engine === 'postgres' ? read.forUpdate() : read).execute();
+  const actor = rows.find((r) => r.id === actorId);
+  // The actor's row was read by the request; rows are never deleted, so it is still there.
+  if (!actor) throw new MembershipError('You may not manage members');
+  return { actor, target: rows.find((r) => r.id === targetId) };
 }
 
 /**
@@ -192,11 +223,8 @@ export async function changeRole(
 ): Promise<string[]> {
   const { db, clock } = deps;
   return db.transaction().execute(async (trx) => {
-    const target = assertCanManage(
-      actor,
-      await trx.selectFrom('members').selectAll().where('id', '=', targetId).executeTakeFirst(),
-      role,
-    );
+    const now = await lockMemberships(trx, deps.store.engine, actor.id, targetId);
+    const target = assertCanManage(now.actor, now.target, role);
     if (target.role === role) return [];
     await trx
       .updateTable('members')
@@ -226,10 +254,8 @@ export async function removeMember(
 ): Promise<string[]> {
   const { db, clock } = deps;
   const ended = await db.transaction().execute(async (trx) => {
-    const target = assertCanManage(
-      actor,
-      await trx.selectFrom('members').selectAll().where('id', '=', targetId).executeTakeFirst(),
-    );
+    const now = await lockMemberships(trx, deps.store.engine, actor.id, targetId);
+    const target = assertCanManage(now.actor, now.target);
     await trx
       .updateTable('members')
       .set({ status: 'removed', removed_at: clock.now() })
