@@ -34,6 +34,10 @@ export class Lru<K, V> {
     this.map.delete(key);
   }
 
+  clear(): void {
+    this.map.clear();
+  }
+
   get size(): number {
     return this.map.size;
   }

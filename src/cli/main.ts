@@ -23,6 +23,7 @@ import {
 import { openStore } from '../store/database.js';
 import { migrateToLatest } from '../store/migrate.js';
 import { issueSessionToken } from '../tokens/session-token.js';
+import { KEY_REFRESH_INTERVAL_MS } from '../tokens/signing-keys.js';
 
 interface Command {
   usage: string;
@@ -185,6 +186,20 @@ const COMMANDS: Record<string, Command> = {
     run: (_v, config) =>
       withContext(config, async (ctx) => {
         console.log(`signing with new key ${await ctx.keys.rotate()}`);
+      }),
+  },
+  'keys withdraw': {
+    usage: 'svc keys withdraw',
+    summary:
+      'Sign with a new key at once and stop accepting every other (a key that may have leaked): every token they signed is refused.',
+    options: {},
+    run: (_v, config) =>
+      withContext(config, async (ctx) => {
+        const { kid, withdrawn } = await ctx.keys.withdraw();
+        console.log(
+          `signing with new key ${kid}; withdrawn: ${withdrawn.join(', ') || 'none'}. Every instance refuses the ` +
+            `tokens they signed within ${KEY_REFRESH_INTERVAL_MS / 1000} s: members sign in again, apps refresh.`,
+        );
       }),
   },
 };

@@ -44,6 +44,7 @@ export class SigningKeys {
   private loadedAt = Number.NEGATIVE_INFINITY;
   private loading: Promise<void> | undefined;
   private readonly unknownKidReloadDue: () => boolean;
+  private readonly goneListeners: (() => void)[] = [];
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -87,6 +88,39 @@ export class SigningKeys {
       .execute();
     await this.reload();
     return kid;
+  }
+
+  /**
+   * Signs with a new key at once and deletes every other one: for a key that may have leaked (a database backup holds
+   * the private keys). Unlike `rotate`, nothing it signed stays valid: every instance drops the deleted keys within
+   * KEY_REFRESH_INTERVAL_MS, forgets every token it had verified (`whenKeysGone`) and from then refuses every token
+   * they signed, so members sign in again and apps refresh (refresh tokens are not signed). The new key signs without
+   * KEY_ACTIVATION_DELAY_MS, being the only one; until an instance has re-read the table it may still sign with a
+   * deleted key, and those tokens are refused as soon as it has. Returns the new kid and the kids of the keys that
+   * were still accepted.
+   */
+  async withdraw(): Promise<{ kid: string; withdrawn: string[] }> {
+    const row = await this.newKeyRow();
+    const withdrawn = await this.db.transaction().execute(async (trx) => {
+      const accepted = await trx
+        .selectFrom('signing_keys')
+        .select('kid')
+        .where((eb) =>
+          eb.or([eb('retired_at', 'is', null), eb('retired_at', '>', row.created_at - this.overlapMs)]),
+        )
+        .orderBy('created_at', 'desc')
+        .execute();
+      await trx.insertInto('signing_keys').values(row).execute();
+      await trx.deleteFrom('signing_keys').where('kid', '!=', row.kid).execute();
+      return accepted.map((r) => r.kid);
+    });
+    await this.reload();
+    return { kid: row.kid, withdrawn };
+  }
+
+  /** Calls `listener` whenever a key this instance had loaded is no longer accepted (withdrawn, or past its overlap). */
+  whenKeysGone(listener: () => void): void {
+    this.goneListeners.push(listener);
   }
 
   async signingKey(): Promise<LoadedKey> {
@@ -155,6 +189,9 @@ export class SigningKeys {
       (x, y) => y.createdAt - x.createdAt || Number(x.retiredAt !== null) - Number(y.retiredAt !== null),
     );
     this.loadedAt = readAt;
+    const kept = new Set(live.map((r) => r.kid));
+    if ([...loaded.keys()].some((kid) => !kept.has(kid)))
+      for (const listener of this.goneListeners) listener();
   }
 
   /** A new key pair as a row of `signing_keys` (generated before any lock is taken: it takes a while). */

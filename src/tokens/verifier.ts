@@ -114,6 +114,8 @@ export class TokenVerifier {
 
   constructor(private readonly o: VerifierOptions) {
     this.cache = new Lru(o.cacheSize);
+    // A token verified with a key no longer accepted must not be taken from the cache for the rest of its life.
+    o.keys.whenKeysGone(() => this.cache.clear());
   }
 
   /** Verifies `token` for `audience`; accepts only the token kinds in `accept`. Throws TokenError. */
