@@ -143,8 +143,10 @@ export async function startServices(config: Config, o: StartOptions = {}): Promi
     throw e;
   }
   const stopWatching = watchEventLoop(log);
+  const stopKeyReads = ctx.keys.keepCurrent();
   const close = () => {
     stopWatching();
+    stopKeyReads();
     return shutdown(ctx, servers, metrics);
   };
   return { ctx, servers, metricsUrl: metrics?.url, close };
