@@ -10,7 +10,7 @@ import { toRfc3339 } from '../base/clock.js';
 import { PACKAGE_IDENTITY } from '../base/package-identity.js';
 import { DemoSeedRefused, seedDemo } from '../domain/demo-seed.js';
 import { isDependencyOutage } from '../http/dependency-outage.js';
-import { endUserConnections } from '../domain/connections.js';
+import { endClientConnections, endUserConnections } from '../domain/connections.js';
 import { createSession, endUserSessions } from '../domain/sessions.js';
 import {
   canonicalUsername,
@@ -158,6 +158,35 @@ const COMMANDS: Record<string, Command> = {
         if (!(await pinClientVersion(ctx.db, ctx.clock, known, clientId, version)))
           throw new UsageError(`no OAuth client ${clientId}`);
         console.log(`${clientId} pinned to ${version ?? 'no version (the user pin, then the baseline)'}`);
+      }),
+  },
+  'clients disconnect': {
+    usage: 'svc clients disconnect --client-id ID',
+    summary:
+      'End every connection an OAuth client holds, for every member (its tokens may have been stolen from it).',
+    options: { 'client-id': { type: 'string', help: 'the OAuth client' } },
+    run: (v, config) =>
+      withContext(config, async (ctx) => {
+        const clientId = required(v, 'client-id');
+        const known =
+          loadPreregisteredClients(config.oauth.preregisteredClientsFile).has(clientId) ||
+          (await ctx.db
+            .selectFrom('oauth_clients')
+            .select('client_id')
+            .where('client_id', '=', clientId)
+            .executeTakeFirst()) !== undefined ||
+          (await ctx.db
+            .selectFrom('connections')
+            .select('id')
+            .where('client_id', '=', clientId)
+            .executeTakeFirst()) !== undefined;
+        if (!known) throw new UsageError(`no OAuth client ${clientId}`);
+        const ended = await endClientConnections(ctx.db, ctx.clock, clientId);
+        console.log(
+          `${clientId}: ${ended.length} connection${ended.length === 1 ? '' : 's'} ended; every instance refuses ` +
+            `their tokens within ${ctx.config.livenessCacheSeconds} s. The application may still ask members to ` +
+            `connect it again.`,
+        );
       }),
   },
   'sessions create': {

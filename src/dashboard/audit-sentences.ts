@@ -44,6 +44,8 @@ const ENDINGS: Record<string, (actor: string, member: string) => string> = {
   member_removed: (_actor, member) => `was disconnected because ${member} was removed from the agency`,
   ended_by_operator: (_actor, member) =>
     `was disconnected by the service's operator, with every session of ${member}`,
+  client_ended_by_operator: () =>
+    "was disconnected by the service's operator, with every connection of that application",
 };
 
 export function auditSentence(e: AuditEntry, names: AuditNames): Html {

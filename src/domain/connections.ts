@@ -26,6 +26,8 @@ export const REVOKE_REASONS = [
   'merged',
   /** Ended by the service's operator with the user's every session (`svc users sign-out`, `users set-password`). */
   'ended_by_operator',
+  /** Ended by the service's operator with every connection of the application (`svc clients disconnect`). */
+  'client_ended_by_operator',
 ] as const;
 export type RevokeReason = (typeof REVOKE_REASONS)[number];
 
@@ -310,13 +312,21 @@ export function endUserConnections(db: Db, clock: Clock, userId: string): Promis
 }
 
 /**
- * Ends every connection of one member or user not yet ended, pending ones included (a consent whose code is still
- * unexchanged must not become a connection afterwards). Returns the ids of the active ones it ended.
+ * Ends every connection an application holds, for every member and user, by the service's operator (its tokens may
+ * have been stolen from it, or it may act against its members). Returns the ids of the active ones it ended.
+ */
+export function endClientConnections(db: Db, clock: Clock, clientId: string): Promise<string[]> {
+  return endConnectionsOf(db, clock, 'client_id', clientId, 'client_ended_by_operator', null);
+}
+
+/**
+ * Ends every connection of one member, user or application not yet ended, pending ones included (a consent whose code
+ * is still unexchanged must not become a connection afterwards). Returns the ids of the active ones it ended.
  */
 async function endConnectionsOf(
   db: Db,
   clock: Clock,
-  owner: 'member_id' | 'user_id',
+  owner: 'member_id' | 'user_id' | 'client_id',
   id: string,
   reason: RevokeReason,
   actorUserId: string | null,

@@ -3,7 +3,7 @@ import { svc, useDatabaseForCli } from '../helpers/cli.js';
 import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 import { modernRequest } from '../helpers/mcp.js';
 import { grant } from '../agency-mcp/helpers.js';
-import { Browser } from '../auth/oauth-helpers.js';
+import { Browser, connect, register, token } from '../auth/oauth-helpers.js';
 
 /**
  * An account that may be compromised, at night: the operator ends everything it holds with the CLI, a process apart
@@ -107,5 +107,80 @@ describe(`svc users sign-out and set-password, with an instance serving (${ENGIN
     expect(short.err).toMatch(/password must be 8 to 256 characters/);
     pastTheLivenessBound();
     expect((await grace.me()).status).toBe(200);
+  });
+});
+
+describe(`svc clients disconnect, with an instance serving (${ENGINE})`, () => {
+  it("ends every connection of one application, for every member; other applications' stay", async () => {
+    const browsers = await Promise.all(
+      ['ada', 'grace'].map(async (username) => {
+        const browser = new Browser(server.url.auth);
+        await browser.signIn(username);
+        return browser;
+      }),
+    );
+    // A host whose token store was breached, connected by ada and by grace; and another application of grace's.
+    const ada = await connect(server, { browser: browsers[0] });
+    const grace = await connect(server, { browser: browsers[1], clientId: ada.clientId });
+    const otherId = (
+      await register(server, {
+        redirect_uris: ['http://127.0.0.1:9999/callback'],
+        client_name: 'Planner Bot',
+      })
+    ).body['client_id'] as string;
+    const other = await connect(server, { browser: browsers[1], clientId: otherId });
+    expect(otherId).not.toBe(ada.clientId);
+    const call = (accessToken: string) =>
+      modernRequest(
+        `${server.url.agencyMcp}/mcp`,
+        'tools/call',
+        { name: 'get_agency', arguments: {} },
+        {
+          token: accessToken,
+        },
+      ).then((r) => r.status);
+    const refresh = (flow: typeof ada) =>
+      token(server, {
+        grant_type: 'refresh_token',
+        refresh_token: flow.tokens['refresh_token']!,
+        client_id: flow.clientId,
+      }).then((r) => r.res.status);
+    for (const flow of [ada, grace, other]) expect(await call(flow.tokens['access_token']!)).toBe(200);
+
+    const r = await svc('clients', 'disconnect', '--client-id', ada.clientId);
+    expect(r).toEqual({
+      code: 0,
+      out:
+        `${ada.clientId}: 2 connections ended; every instance refuses their tokens within ` +
+        `${server.config.livenessCacheSeconds} s. The application may still ask members to connect it again.`,
+      err: '',
+    });
+    pastTheLivenessBound();
+    expect(await call(ada.tokens['access_token']!)).toBe(401);
+    expect(await call(grace.tokens['access_token']!)).toBe(401);
+    expect(await refresh(ada)).toBe(400);
+    expect(await refresh(grace)).toBe(400);
+    // The other application is untouched.
+    expect(await call(other.tokens['access_token']!)).toBe(200);
+    expect(await refresh(other)).toBe(200);
+    // Each agency's history says who ended them.
+    const endings = await server.services.ctx.db
+      .selectFrom('audit_events')
+      .select('detail')
+      .where('type', '=', 'connection.revoked')
+      .execute();
+    expect(
+      endings
+        .filter((e) => JSON.parse(e.detail).reason === 'client_ended_by_operator')
+        .map((e) => JSON.parse(e.detail).client_id),
+    ).toEqual([ada.clientId, ada.clientId]);
+    // Again: nothing left to end. An unknown client is refused.
+    expect((await svc('clients', 'disconnect', '--client-id', ada.clientId)).out).toMatch(
+      /: 0 connections ended/,
+    );
+    expect(await svc('clients', 'disconnect', '--client-id', 'no-such-client')).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('no OAuth client no-such-client'),
+    });
   });
 });

@@ -73,6 +73,13 @@ describe('audit sentences', () => {
       "grace's MCP Inspector was disconnected by the service's operator, with every session of grace",
     ],
     [
+      entry('connection.revoked', {
+        detail: { reason: 'client_ended_by_operator', client_id: 'dcr_1' },
+        actor_username: null,
+      }),
+      "grace's MCP Inspector was disconnected by the service's operator, with every connection of that application",
+    ],
+    [
       entry('connection.created', {
         detail: { client_id: 'dcr_1', scopes: ['agency:mcp:read', 'agency:mcp:write'] },
         actor_username: 'grace',
