@@ -127,7 +127,7 @@ export async function dashboardRoutes(
       const values = form.getAll('agent_write_enabled');
       if (values.length > 1 || (values.length === 1 && values[0] !== 'on'))
         throw new PageError(400, 'Bad request', 'Invalid setting.');
-      await setAgentWrite(ctx.db, ctx.clock, actor, values.length === 1);
+      await setAgentWrite(ctx, actor, values.length === 1);
       return { to: `/dashboard/agencies/${agencyId}/settings`, done: 'settings-saved' };
     }),
   );

@@ -200,7 +200,7 @@ async function lockMemberships(
   trx: Transaction<Database>,
   engine: Engine,
   actorId: string,
-  targetId: string,
+  targetId = actorId,
 ): Promise<{ actor: MemberRow; target: MemberRow | undefined }> {
   const read = trx.selectFrom('members').selectAll().where('id', 'in', [actorId, targetId]).orderBy('id');
   const rows = await (engine === 'postgres' ? read.forUpdate() : read).execute();
@@ -275,15 +275,21 @@ export async function removeMember(
   return ended;
 }
 
-/** Toggles "allow agent write" (settings:manage). */
+/**
+ * Toggles "allow agent write" (settings:manage), checked as a membership change is: against the actor's membership as
+ * it is in the transaction, so an admin demoted or removed a moment before cannot change it.
+ */
 export async function setAgentWrite(
-  db: Kysely<Database>,
-  clock: Clock,
+  deps: Pick<MembershipDeps, 'db' | 'clock' | 'store'>,
   actor: MemberRow,
   enabled: boolean,
 ): Promise<void> {
-  if (!roleAllows(actor.role, 'settings:manage')) throw new MembershipError('You may not change settings');
+  const { db, clock } = deps;
   await db.transaction().execute(async (trx) => {
+    const now = (await lockMemberships(trx, deps.store.engine, actor.id)).actor;
+    if (now.status !== 'active' || !roleAllows(now.role, 'settings:manage')) {
+      throw new MembershipError('You may not change settings');
+    }
     const r = await trx
       .updateTable('agencies')
       .set({ agent_write_enabled: enabled ? 1 : 0 })

@@ -1,5 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { changeRole, MembershipError, type MemberRow, removeMember } from '../../src/domain/agencies.js';
+import {
+  changeRole,
+  MembershipError,
+  type MemberRow,
+  removeMember,
+  setAgentWrite,
+} from '../../src/domain/agencies.js';
 import { agencyIds, Browser } from '../auth/oauth-helpers.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 
@@ -95,6 +101,19 @@ describe(`two owners changing each other at once (${ENGINE})`, () => {
       for (const o of outcomes) if (o.status === 'rejected') expect(o.reason).toBeInstanceOf(MembershipError);
       expect(await activeOwners()).toBe(1);
     }
+  });
+
+  it('a settings change by an owner demoted a moment before it is refused', async () => {
+    await twoOwners();
+    const [ada, grace] = [await membership('ada'), await membership('grace')];
+    await demote(ada, grace.id);
+    await expect(setAgentWrite(server.services.ctx, grace, false)).rejects.toThrow(MembershipError);
+    const agency = await server.services.ctx.db
+      .selectFrom('agencies')
+      .select('agent_write_enabled')
+      .where('id', '=', northwind)
+      .executeTakeFirstOrThrow();
+    expect(agency.agent_write_enabled).toBe(1);
   });
 
   it('through the Members page, both forms posted at once: one is done, the other refused with a page', async () => {
