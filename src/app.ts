@@ -189,6 +189,10 @@ async function buildContext(
   // Retired keys stay published for the longest token life they may have signed.
   const keys = new SigningKeys(store.db, clock, config.signingAlg, config.sessionTtlSeconds * 1000);
   await keys.init();
+  // What tells the operator that a withdrawal (or the end of a retired key's overlap) reached this instance.
+  keys.whenKeysGone((kids) =>
+    log.info({ kids }, 'signing keys no longer accepted: every token they signed is refused here'),
+  );
   const reads = cachedReads(config, store, clock, metrics);
   const redis = config.redisUrl ? openRedis(config.redisUrl, log, o.prometheus) : undefined;
   const verifier = new TokenVerifier({

@@ -44,7 +44,7 @@ export class SigningKeys {
   private loadedAt = Number.NEGATIVE_INFINITY;
   private loading: Promise<void> | undefined;
   private readonly unknownKidReloadDue: () => boolean;
-  private readonly goneListeners: (() => void)[] = [];
+  private readonly goneListeners: ((kids: string[]) => void)[] = [];
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -132,7 +132,7 @@ export class SigningKeys {
   }
 
   /** Calls `listener` whenever a key this instance had loaded is no longer accepted (withdrawn, or past its overlap). */
-  whenKeysGone(listener: () => void): void {
+  whenKeysGone(listener: (kids: string[]) => void): void {
     this.goneListeners.push(listener);
   }
 
@@ -203,8 +203,8 @@ export class SigningKeys {
     );
     this.loadedAt = readAt;
     const kept = new Set(live.map((r) => r.kid));
-    if ([...loaded.keys()].some((kid) => !kept.has(kid)))
-      for (const listener of this.goneListeners) listener();
+    const gone = [...loaded.keys()].filter((kid) => !kept.has(kid));
+    if (gone.length) for (const listener of this.goneListeners) listener(gone);
   }
 
   /** A new key pair as a row of `signing_keys` (generated before any lock is taken: it takes a while). */

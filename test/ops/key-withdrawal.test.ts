@@ -77,6 +77,13 @@ describe(`svc keys withdraw, with an instance serving (${ENGINE})`, () => {
     // itself, within the key-pickup bound of real time, and forgets the cached ones.
     expect(await refusedWithin(KEY_REFRESH_INTERVAL_MS + 2_000, () => me(api.token))).toBe(true);
     expect(await published()).toEqual([kid]);
+    // The instance says so, naming the keys, for the operator checking that the withdrawal reached it.
+    expect(server.logs.lines).toContainEqual(
+      expect.objectContaining({
+        kids: accepted,
+        msg: 'signing keys no longer accepted: every token they signed is refused here',
+      }),
+    );
     expect((await browser.get('/dashboard')).status).toBe(303);
     expect(await agencyCall(tokens['access_token']!)).toBe(401);
 
