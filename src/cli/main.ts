@@ -168,19 +168,7 @@ const COMMANDS: Record<string, Command> = {
     run: (v, config) =>
       withContext(config, async (ctx) => {
         const clientId = required(v, 'client-id');
-        const known =
-          loadPreregisteredClients(config.oauth.preregisteredClientsFile).has(clientId) ||
-          (await ctx.db
-            .selectFrom('oauth_clients')
-            .select('client_id')
-            .where('client_id', '=', clientId)
-            .executeTakeFirst()) !== undefined ||
-          (await ctx.db
-            .selectFrom('connections')
-            .select('id')
-            .where('client_id', '=', clientId)
-            .executeTakeFirst()) !== undefined;
-        if (!known) throw new UsageError(`no OAuth client ${clientId}`);
+        if (!(await isKnownClient(ctx, clientId))) throw new UsageError(`no OAuth client ${clientId}`);
         const ended = await endClientConnections(ctx.db, ctx.clock, clientId);
         console.log(
           `${clientId}: ${ended.length} connection${ended.length === 1 ? '' : 's'} ended; every instance refuses ` +
@@ -259,6 +247,19 @@ async function signOutEverywhere(ctx: AppContext, user: UserRow): Promise<string
   return (
     `${count(sessions, 'session')} and ${count(connections.length, 'connection')} ended; every instance refuses ` +
     `their tokens within ${ctx.config.livenessCacheSeconds} s`
+  );
+}
+
+/**
+ * Whether `clientId` names an OAuth client: pre-registered, stored (registered or a metadata document), or one whose
+ * registration was pruned while connections of it remain.
+ */
+async function isKnownClient(ctx: AppContext, clientId: string): Promise<boolean> {
+  if (loadPreregisteredClients(ctx.config.oauth.preregisteredClientsFile).has(clientId)) return true;
+  const stored = ctx.db.selectFrom('oauth_clients').select('client_id').where('client_id', '=', clientId);
+  const connected = ctx.db.selectFrom('connections').select('id').where('client_id', '=', clientId);
+  return (
+    (await stored.executeTakeFirst()) !== undefined || (await connected.executeTakeFirst()) !== undefined
   );
 }
 
