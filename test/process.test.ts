@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { authenticate } from '../src/domain/users.js';
+import { checkPassword } from '../src/domain/users.js';
 import { openStore } from '../src/store/database.js';
 import { freshDatabase } from './helpers/harness.js';
 import { freePort, within } from './helpers/ops.js';
@@ -202,8 +202,8 @@ it('svc users create --password-stdin reads the password from standard input, ne
     databasePoolSize: 1,
   });
   try {
-    expect(await authenticate(store.db, 'stdin-user', 'piped secret password')).toBeDefined();
-    expect(await authenticate(store.db, 'stdin-user', 'piped secret password\n')).toBeUndefined();
+    expect((await checkPassword(store.db, 'stdin-user', 'piped secret password')).user).toBeDefined();
+    expect((await checkPassword(store.db, 'stdin-user', 'piped secret password\n')).user).toBeUndefined();
   } finally {
     await store.close();
   }

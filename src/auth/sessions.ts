@@ -27,7 +27,7 @@ export async function sessionRoutes(app: FastifyInstance, ctx: AppContext): Prom
 
   app.post('/api/sessions', async (request, reply) => {
     const { username, password } = parseBody(request.body);
-    const outcome = await signIn(clientNetwork(request), username, password);
+    const outcome = await signIn(clientNetwork(request), username, password, request.log);
     if (!outcome.ok && outcome.reason === 'rate_limited') {
       throw new ApiError('rate_limited', 'Too many sign-in attempts; retry later', {
         headers: { 'retry-after': String(outcome.retryAfterSeconds) },

@@ -45,7 +45,7 @@ ${message ? markup`<p class="error" role="alert">${message}</p>` : ''}
     if (!username || !password || password.length > MAX_PASSWORD_LENGTH) {
       return sendPage(reply, 400, 'Sign in', form(csrf, next, username, 'Enter your username and password.'));
     }
-    const outcome = await signIn(clientNetwork(request), username, password);
+    const outcome = await signIn(clientNetwork(request), username, password, request.log);
     if (!outcome.ok && outcome.reason === 'rate_limited') {
       reply.header('retry-after', String(outcome.retryAfterSeconds));
       const message = 'Too many sign-in attempts. Wait a while and try again.';

@@ -85,13 +85,17 @@ export function findUserByUsername(db: Kysely<Database>, username: string): Prom
   return db.selectFrom('users').selectAll().where('username', '=', username).executeTakeFirst();
 }
 
-/** The user whose password this is, or undefined; takes the same time whether or not the username exists. */
-export async function authenticate(
+/** A password check: the user when it matched; otherwise the user the username names, if any (for the log only). */
+export type PasswordCheck =
+  { user: UserRow; known?: never } | { user?: undefined; known: UserRow | undefined };
+
+/** Checks a password; takes the same time whether or not the username exists. */
+export async function checkPassword(
   db: Kysely<Database>,
   username: string,
   password: string,
-): Promise<UserRow | undefined> {
+): Promise<PasswordCheck> {
   const user = await findUserByUsername(db, username);
   const ok = await verifyPassword(user?.password_hash, password);
-  return ok ? user : undefined;
+  return ok && user ? { user } : { known: user };
 }

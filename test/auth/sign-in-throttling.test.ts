@@ -168,3 +168,60 @@ describe(`the client address behind the operator's proxies (${ENGINE})`, () => {
     }
   });
 });
+
+describe(`what the log says of password guessing (${ENGINE})`, () => {
+  /** The log lines of this file's server whose message starts with `msg`. */
+  const lines = (msg: string) =>
+    server.logs.lines.filter((l) => typeof l['msg'] === 'string' && l['msg'].startsWith(msg));
+
+  it('each refused password, with the network and the user it names, never what was typed', async () => {
+    const { username } = await member(server);
+    const id = (await server.services.ctx.db
+      .selectFrom('users')
+      .select('id')
+      .where('username', '=', username)
+      .executeTakeFirstOrThrow())!.id;
+    const before = lines('sign-in refused').length;
+    expect((await attempt(server, '198.51.100.31', username, 'a-guessed-password')).status).toBe(401);
+    // A password typed into the username field: refused, and it never reaches the log.
+    expect((await attempt(server, '198.51.100.31', 'my-Secret-Passw0rd', 'x')).status).toBe(401);
+    expect(lines('sign-in refused').slice(before)).toEqual([
+      expect.objectContaining({
+        level: 30,
+        client: '198.51.100.31',
+        user_id: id,
+        msg: 'sign-in refused: wrong password',
+      }),
+      expect.objectContaining({
+        level: 30,
+        client: '198.51.100.31',
+        msg: 'sign-in refused: no user by that name',
+      }),
+    ]);
+    const logged = JSON.stringify(server.logs.lines);
+    for (const typed of ['a-guessed-password', 'my-secret-passw0rd', 'my-Secret-Passw0rd'])
+      expect(logged).not.toContain(typed);
+  });
+
+  it('a limit reached is one warning per limit, key and window, however many attempts it refuses', async () => {
+    const { username, password } = await member(server);
+    const id = (await server.services.ctx.db
+      .selectFrom('users')
+      .select('id')
+      .where('username', '=', username)
+      .executeTakeFirstOrThrow())!.id;
+    const before = lines('sign-in limit reached').length;
+    for (let i = 0; i < LIMIT; i++) await attempt(server, '198.51.100.32', username, 'wrong');
+    for (let i = 0; i < 5; i++)
+      expect((await attempt(server, '198.51.100.32', username, password)).status).toBe(429);
+    expect(lines('sign-in limit reached').slice(before)).toEqual([
+      expect.objectContaining({
+        level: 40,
+        limit: 'signin-user-ip',
+        client: '198.51.100.32',
+        user_id: id,
+        retry_after_seconds: expect.any(Number),
+      }),
+    ]);
+  });
+});
