@@ -82,7 +82,12 @@ describe(`the event loop held while Redis is asked (${ENGINE})`, () => {
   it("held past the Redis bound while a limit's command is out: Redis's answer counts, no outage", async () => {
     const username = `held-${randomBytes(4).toString('hex')}`;
     // The guard sends its first limit's command at once; Redis answers while this process is held.
-    const attempt = signInGuard(withRedis.services.ctx)('192.0.2.77', username, 'wrong');
+    const attempt = signInGuard(withRedis.services.ctx)(
+      '192.0.2.77',
+      username,
+      'wrong',
+      withRedis.services.ctx.log,
+    );
     hold(REDIS_TIMEOUT_MS + 300);
     expect(await attempt).toEqual({ ok: false, reason: 'invalid_credentials' });
     // Every limit was counted in Redis (none fell back to memory), and nothing says Redis was down.
