@@ -21,11 +21,11 @@ beforeAll(async () => {
 });
 afterAll(() => server?.close());
 
-async function member(at: TestServer): Promise<{ username: string; password: string }> {
+async function member(at: TestServer): Promise<{ username: string; password: string; id: string }> {
   const username = `m${randomBytes(5).toString('hex')}`;
   const password = `pw-${randomBytes(8).toString('hex')}`;
-  await createUser(at.services.ctx.db, at.clock, { username, password });
-  return { username, password };
+  const { id } = await createUser(at.services.ctx.db, at.clock, { username, password });
+  return { username, password, id };
 }
 
 const attempt = (at: TestServer, forwardedFor: string, username: string, password: string) =>
@@ -175,12 +175,7 @@ describe(`what the log says of password guessing (${ENGINE})`, () => {
     server.logs.lines.filter((l) => typeof l['msg'] === 'string' && l['msg'].startsWith(msg));
 
   it('each refused password, with the network and the user it names, never what was typed', async () => {
-    const { username } = await member(server);
-    const id = (await server.services.ctx.db
-      .selectFrom('users')
-      .select('id')
-      .where('username', '=', username)
-      .executeTakeFirstOrThrow())!.id;
+    const { username, id } = await member(server);
     const before = lines('sign-in refused').length;
     expect((await attempt(server, '198.51.100.31', username, 'a-guessed-password')).status).toBe(401);
     // A password typed into the username field: refused, and it never reaches the log.
@@ -204,12 +199,7 @@ describe(`what the log says of password guessing (${ENGINE})`, () => {
   });
 
   it('a limit reached is one warning per limit, key and window, however many attempts it refuses', async () => {
-    const { username, password } = await member(server);
-    const id = (await server.services.ctx.db
-      .selectFrom('users')
-      .select('id')
-      .where('username', '=', username)
-      .executeTakeFirstOrThrow())!.id;
+    const { username, password, id } = await member(server);
     const before = lines('sign-in limit reached').length;
     for (let i = 0; i < LIMIT; i++) await attempt(server, '198.51.100.32', username, 'wrong');
     for (let i = 0; i < 5; i++)

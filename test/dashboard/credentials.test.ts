@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agencyIds, authorizeQuery, Browser, pkce, register } from '../auth/oauth-helpers.js';
 import { CHROMIUM, launchChromium } from '../helpers/browser.js';
 import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { agentWriteEnabled } from '../helpers/rows.js';
 
 /**
  * Two credentials, never interchangeable: the API session token (POST /api/sessions, for agents and scripts at the
@@ -46,12 +47,7 @@ describe(`an API session token used as the browser session cookie (${ENGINE})`, 
     // (Northwind allows agent write; the form without the box would turn it off.)
     const settings = await program.post(`/dashboard/agencies/${northwind}/settings`, { csrf: program.csrf });
     expect(settings.headers.get('location') ?? '').not.toMatch(/^\/dashboard/);
-    const agency = await server.services.ctx.db
-      .selectFrom('agencies')
-      .select('agent_write_enabled')
-      .where('id', '=', northwind)
-      .executeTakeFirstOrThrow();
-    expect(agency.agent_write_enabled).toBe(1);
+    expect(await agentWriteEnabled(server.services.ctx.db, northwind)).toBe(1);
     // Consent: the authorization request sends it to sign in, never to the consent page.
     const clientId = (await register(server, { redirect_uris: [REDIRECT] })).body['client_id'] as string;
     const q = authorizeQuery(

@@ -8,6 +8,7 @@ import {
 } from '../../src/domain/agencies.js';
 import { agencyIds, Browser } from '../auth/oauth-helpers.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
+import { agentWriteEnabled } from '../helpers/rows.js';
 
 /**
  * Two owners who change each other at the same moment. Each request finds its actor an owner; checked against that,
@@ -48,26 +49,25 @@ const membership = (username: string): Promise<MemberRow> =>
     .where('id', '=', members[username]!)
     .executeTakeFirstOrThrow();
 
-const activeOwners = async (): Promise<number> =>
-  (
-    await server.services.ctx.db
+const count = async (query: { execute(): Promise<unknown[]> }): Promise<number> =>
+  (await query.execute()).length;
+const activeOwners = () =>
+  count(
+    server.services.ctx.db
       .selectFrom('members')
       .select('id')
       .where('agency_id', '=', northwind)
       .where('role', '=', 'owner')
-      .where('status', '=', 'active')
-      .execute()
-  ).length;
-
-const roleChanges = async (): Promise<number> =>
-  (
-    await server.services.ctx.db
+      .where('status', '=', 'active'),
+  );
+const roleChanges = () =>
+  count(
+    server.services.ctx.db
       .selectFrom('audit_events')
       .select('id')
       .where('agency_id', '=', northwind)
-      .where('type', '=', 'member.role_changed')
-      .execute()
-  ).length;
+      .where('type', '=', 'member.role_changed'),
+  );
 
 type Change = (actor: MemberRow, targetId: string) => Promise<unknown>;
 const demote: Change = (actor, targetId) => changeRole(server.services.ctx, actor, targetId, 'viewer');
@@ -108,12 +108,7 @@ describe(`two owners changing each other at once (${ENGINE})`, () => {
     const [ada, grace] = [await membership('ada'), await membership('grace')];
     await demote(ada, grace.id);
     await expect(setAgentWrite(server.services.ctx, grace, false)).rejects.toThrow(MembershipError);
-    const agency = await server.services.ctx.db
-      .selectFrom('agencies')
-      .select('agent_write_enabled')
-      .where('id', '=', northwind)
-      .executeTakeFirstOrThrow();
-    expect(agency.agent_write_enabled).toBe(1);
+    expect(await agentWriteEnabled(server.services.ctx.db, northwind)).toBe(1);
   });
 
   it('through the Members page, both forms posted at once: one is done, the other refused with a page', async () => {

@@ -1,5 +1,6 @@
-import { vi } from 'vitest';
+import { afterAll, beforeAll, vi } from 'vitest';
 import { main } from '../../src/cli/main.js';
+import { startTestServer, type TestServer } from './harness.js';
 
 /** Points the CLI at `database` (the environment of a test database or server): it reads the real environment. */
 export function useDatabaseForCli(database: Record<string, string>): void {
@@ -17,4 +18,22 @@ export async function svc(...args: string[]) {
   const code = await main(args);
   vi.restoreAllMocks();
   return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+/**
+ * A test server started before the file's tests, its database the CLI's, the way an operator runs `svc` beside a
+ * serving instance; closed, and the environment restored, after them.
+ */
+export function serverForCli(): { readonly server: TestServer } {
+  const serving = {} as { server: TestServer };
+  const saved = { ...process.env };
+  beforeAll(async () => {
+    serving.server = await startTestServer();
+    useDatabaseForCli(serving.server.database);
+  });
+  afterAll(async () => {
+    process.env = saved;
+    await serving.server?.close();
+  });
+  return serving;
 }

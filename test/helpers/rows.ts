@@ -66,3 +66,13 @@ export async function holdRefreshTokenRows(
     },
   };
 }
+
+/** Whether the agency allows agent writes now, as its row says (0 or 1). */
+export async function agentWriteEnabled(db: Kysely<Database>, agencyId: string): Promise<number> {
+  const row = await db
+    .selectFrom('agencies')
+    .select('agent_write_enabled')
+    .where('id', '=', agencyId)
+    .executeTakeFirstOrThrow();
+  return row.agent_write_enabled;
+}

@@ -1,9 +1,9 @@
 import { decodeProtectedHeader } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { KEY_REFRESH_INTERVAL_MS } from '../../src/tokens/signing-keys.js';
 import { Browser, connect, token } from '../auth/oauth-helpers.js';
-import { svc, useDatabaseForCli } from '../helpers/cli.js';
-import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { serverForCli, svc } from '../helpers/cli.js';
+import { ENGINE, signIn } from '../helpers/harness.js';
 import { modernRequest } from '../helpers/mcp.js';
 
 /**
@@ -14,27 +14,22 @@ import { modernRequest } from '../helpers/mcp.js';
  * member signs in again and an app refreshes, with tokens the new key signs at once.
  */
 
-let server: TestServer;
-const saved = { ...process.env };
-beforeAll(async () => {
-  server = await startTestServer();
-  useDatabaseForCli(server.database);
-});
-afterAll(async () => {
-  process.env = saved;
-  await server?.close();
-});
+const serving = serverForCli();
 
 const kidOf = (jwt: string) => decodeProtectedHeader(jwt).kid;
 const published = async () =>
   (
-    (await (await fetch(`${server.url.auth}/.well-known/jwks.json`)).json()) as { keys: { kid: string }[] }
+    (await (await fetch(`${serving.server.url.auth}/.well-known/jwks.json`)).json()) as {
+      keys: { kid: string }[];
+    }
   ).keys.map((k) => k.kid);
 const me = (bearer: string) =>
-  fetch(`${server.url.api}/me`, { headers: { authorization: `Bearer ${bearer}` } }).then((r) => r.status);
+  fetch(`${serving.server.url.api}/me`, { headers: { authorization: `Bearer ${bearer}` } }).then(
+    (r) => r.status,
+  );
 const agencyCall = (bearer: string) =>
   modernRequest(
-    `${server.url.agencyMcp}/mcp`,
+    `${serving.server.url.agencyMcp}/mcp`,
     'tools/call',
     { name: 'get_agency', arguments: {} },
     { token: bearer },
@@ -53,14 +48,14 @@ describe(`svc keys withdraw, with an instance serving (${ENGINE})`, () => {
   it('every token the old keys signed is refused within the key-pickup bound; signing in and refreshing work at once', async () => {
     // A rotation first: a retired key still accepted is withdrawn too.
     expect((await svc('keys', 'rotate')).code).toBe(0);
-    server.clock.advance(KEY_REFRESH_INTERVAL_MS + 1);
+    serving.server.clock.advance(KEY_REFRESH_INTERVAL_MS + 1);
     const accepted = await published();
     expect(accepted).toHaveLength(2);
 
-    const api = await signIn(server, 'ada');
-    const browser = new Browser(server.url.auth);
+    const api = await signIn(serving.server, 'ada');
+    const browser = new Browser(serving.server.url.auth);
     await browser.signIn('ada');
-    const { clientId, tokens } = await connect(server, { browser });
+    const { clientId, tokens } = await connect(serving.server, { browser });
     // Each verified, so each in this instance's verified-token cache.
     expect(await me(api.token)).toBe(200);
     expect((await browser.get('/dashboard')).status).toBe(200);
@@ -78,7 +73,7 @@ describe(`svc keys withdraw, with an instance serving (${ENGINE})`, () => {
     expect(await refusedWithin(KEY_REFRESH_INTERVAL_MS + 2_000, () => me(api.token))).toBe(true);
     expect(await published()).toEqual([kid]);
     // The instance says so, naming the keys, for the operator checking that the withdrawal reached it.
-    expect(server.logs.lines).toContainEqual(
+    expect(serving.server.logs.lines).toContainEqual(
       expect.objectContaining({
         kids: accepted,
         msg: 'signing keys no longer accepted: every token they signed is refused here',
@@ -88,7 +83,7 @@ describe(`svc keys withdraw, with an instance serving (${ENGINE})`, () => {
     expect(await agencyCall(tokens['access_token']!)).toBe(401);
 
     // The app refreshes (its refresh token is not signed) and its new access token, signed by the new key, works.
-    const refreshed = await token(server, {
+    const refreshed = await token(serving.server, {
       grant_type: 'refresh_token',
       refresh_token: tokens['refresh_token']!,
       client_id: clientId,
@@ -97,7 +92,7 @@ describe(`svc keys withdraw, with an instance serving (${ENGINE})`, () => {
     expect(kidOf(refreshed.body['access_token']!)).toBe(kid);
     expect(await agencyCall(refreshed.body['access_token']!)).toBe(200);
     // The member signs in again: the new key signs at once, not after the activation delay of a rotation.
-    const again = await signIn(server, 'ada');
+    const again = await signIn(serving.server, 'ada');
     expect(kidOf(again.token)).toBe(kid);
     expect(await me(again.token)).toBe(200);
     await browser.signIn('ada');

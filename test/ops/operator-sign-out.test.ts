@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { svc, useDatabaseForCli } from '../helpers/cli.js';
-import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
+import { describe, expect, it } from 'vitest';
+import { serverForCli, svc } from '../helpers/cli.js';
+import { ENGINE, signIn } from '../helpers/harness.js';
 import { modernRequest } from '../helpers/mcp.js';
 import { grant } from '../agency-mcp/helpers.js';
 import { Browser, connect, register, token } from '../auth/oauth-helpers.js';
@@ -11,26 +11,17 @@ import { Browser, connect, register, token } from '../auth/oauth-helpers.js';
  * of the user within LIVENESS_CACHE_SECONDS; the password is set anew where it must be.
  */
 
-let server: TestServer;
-const saved = { ...process.env };
-beforeAll(async () => {
-  server = await startTestServer();
-  useDatabaseForCli(server.database);
-});
-afterAll(async () => {
-  process.env = saved;
-  await server?.close();
-});
+const serving = serverForCli();
 
 /** What `username` holds: an API session, a signed-in browser, an agency connection. */
 async function everythingOf(username: string) {
-  const api = await signIn(server, username);
-  const browser = new Browser(server.url.auth);
+  const api = await signIn(serving.server, username);
+  const browser = new Browser(serving.server.url.auth);
   await browser.signIn(username);
-  const connection = await grant(server, { username });
+  const connection = await grant(serving.server, { username });
   const agencyCall = () =>
     modernRequest(
-      `${server.url.agencyMcp}/mcp`,
+      `${serving.server.url.agencyMcp}/mcp`,
       'tools/call',
       { name: 'get_agency', arguments: {} },
       {
@@ -38,14 +29,15 @@ async function everythingOf(username: string) {
       },
     );
   return {
-    me: () => fetch(`${server.url.api}/me`, { headers: { authorization: `Bearer ${api.token}` } }),
+    me: () => fetch(`${serving.server.url.api}/me`, { headers: { authorization: `Bearer ${api.token}` } }),
     dashboard: () => browser.get('/dashboard'),
     agencyCall,
   };
 }
 
 /** Past the bound within which an instance may still take a token ended elsewhere. */
-const pastTheLivenessBound = () => server.clock.advance(server.config.livenessCacheSeconds * 1000 + 1);
+const pastTheLivenessBound = () =>
+  serving.server.clock.advance(serving.server.config.livenessCacheSeconds * 1000 + 1);
 
 describe(`svc users sign-out and set-password, with an instance serving (${ENGINE})`, () => {
   it("sign-out: the user's API session, browser session and agency connection are refused; others' are not", async () => {
@@ -58,7 +50,7 @@ describe(`svc users sign-out and set-password, with an instance serving (${ENGIN
     const r = await svc('users', 'sign-out', '--username', 'Ada');
     expect(r).toEqual({
       code: 0,
-      out: `ada: 2 sessions and 1 connection ended; every instance refuses their tokens within ${server.config.livenessCacheSeconds} s`,
+      out: `ada: 2 sessions and 1 connection ended; every instance refuses their tokens within ${serving.server.config.livenessCacheSeconds} s`,
       err: '',
     });
     pastTheLivenessBound();
@@ -70,7 +62,7 @@ describe(`svc users sign-out and set-password, with an instance serving (${ENGIN
     expect((await grace.dashboard()).status).toBe(200);
     expect((await grace.agencyCall()).status).toBe(200);
     // The agency's history names who ended the connection.
-    const [event] = await server.services.ctx.db
+    const [event] = await serving.server.services.ctx.db
       .selectFrom('audit_events')
       .select(['type', 'detail'])
       .where('type', '=', 'connection.revoked')
@@ -90,7 +82,7 @@ describe(`svc users sign-out and set-password, with an instance serving (${ENGIN
     pastTheLivenessBound();
     expect((await linus.me()).status).toBe(401);
     const attempt = (password: string) =>
-      fetch(`${server.url.auth}/api/sessions`, {
+      fetch(`${serving.server.url.auth}/api/sessions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ username: 'linus', password }),
@@ -114,25 +106,25 @@ describe(`svc clients disconnect, with an instance serving (${ENGINE})`, () => {
   it("ends every connection of one application, for every member; other applications' stay", async () => {
     const browsers = await Promise.all(
       ['ada', 'grace'].map(async (username) => {
-        const browser = new Browser(server.url.auth);
+        const browser = new Browser(serving.server.url.auth);
         await browser.signIn(username);
         return browser;
       }),
     );
     // A host whose token store was breached, connected by ada and by grace; and another application of grace's.
-    const ada = await connect(server, { browser: browsers[0] });
-    const grace = await connect(server, { browser: browsers[1], clientId: ada.clientId });
+    const ada = await connect(serving.server, { browser: browsers[0] });
+    const grace = await connect(serving.server, { browser: browsers[1], clientId: ada.clientId });
     const otherId = (
-      await register(server, {
+      await register(serving.server, {
         redirect_uris: ['http://127.0.0.1:9999/callback'],
         client_name: 'Planner Bot',
       })
     ).body['client_id'] as string;
-    const other = await connect(server, { browser: browsers[1], clientId: otherId });
+    const other = await connect(serving.server, { browser: browsers[1], clientId: otherId });
     expect(otherId).not.toBe(ada.clientId);
     const call = (accessToken: string) =>
       modernRequest(
-        `${server.url.agencyMcp}/mcp`,
+        `${serving.server.url.agencyMcp}/mcp`,
         'tools/call',
         { name: 'get_agency', arguments: {} },
         {
@@ -140,7 +132,7 @@ describe(`svc clients disconnect, with an instance serving (${ENGINE})`, () => {
         },
       ).then((r) => r.status);
     const refresh = (flow: typeof ada) =>
-      token(server, {
+      token(serving.server, {
         grant_type: 'refresh_token',
         refresh_token: flow.tokens['refresh_token']!,
         client_id: flow.clientId,
@@ -152,7 +144,7 @@ describe(`svc clients disconnect, with an instance serving (${ENGINE})`, () => {
       code: 0,
       out:
         `${ada.clientId}: 2 connections ended; every instance refuses their tokens within ` +
-        `${server.config.livenessCacheSeconds} s. The application may still ask members to connect it again.`,
+        `${serving.server.config.livenessCacheSeconds} s. The application may still ask members to connect it again.`,
       err: '',
     });
     pastTheLivenessBound();
@@ -164,7 +156,7 @@ describe(`svc clients disconnect, with an instance serving (${ENGINE})`, () => {
     expect(await call(other.tokens['access_token']!)).toBe(200);
     expect(await refresh(other)).toBe(200);
     // Each agency's history says who ended them.
-    const endings = await server.services.ctx.db
+    const endings = await serving.server.services.ctx.db
       .selectFrom('audit_events')
       .select('detail')
       .where('type', '=', 'connection.revoked')
