@@ -82,11 +82,19 @@ export async function activateGrant(db: Db, clock: Clock, pendingId: string): Pr
   const now = clock.now();
   const pending = await db
     .selectFrom('connections')
-    .selectAll()
-    .where('id', '=', pendingId)
-    .where('status', '=', 'pending')
+    .leftJoin('members', 'members.id', 'connections.member_id')
+    .selectAll('connections')
+    .select('members.status as member_status')
+    .where('connections.id', '=', pendingId)
+    .where('connections.status', '=', 'pending')
     .executeTakeFirst();
   if (!pending) return undefined;
+  // A consent written while its member was being removed: the removal ended the member's connections before this one
+  // existed, so it must not become one now (it would hold refresh tokens, and read as a connection in the history).
+  if (pending.member_id !== null && pending.member_status !== 'active') {
+    await revokeConnection(db, clock, pendingId, 'member_removed');
+    return undefined;
+  }
   const existing = await findActiveConnectionOfApp(db, pending);
   if (!existing) {
     const r = await db

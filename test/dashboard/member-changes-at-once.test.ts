@@ -6,6 +6,7 @@ import {
   removeMember,
   setAgentWrite,
 } from '../../src/domain/agencies.js';
+import { activateGrant, createPendingConnection } from '../../src/domain/connections.js';
 import { agencyIds, Browser } from '../auth/oauth-helpers.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import { agentWriteEnabled } from '../helpers/rows.js';
@@ -133,5 +134,43 @@ describe(`two owners changing each other at once (${ENGINE})`, () => {
     }
     // The history says one change a round, never two.
     expect((await roleChanges()) - before).toBe(10);
+  });
+});
+
+describe(`a consent written while its member is removed (${ENGINE})`, () => {
+  it('does not become a connection when its code is exchanged', async () => {
+    const { db, clock } = server.services.ctx;
+    const linus = await membership('linus');
+    // The removal commits between the consent's membership check and its pending row: it ended linus's connections
+    // before this one existed.
+    const pending = await createPendingConnection(db, clock, {
+      userId: linus.user_id,
+      agencyId: northwind,
+      memberId: linus.id,
+      clientId: 'planner-bot',
+      resource: `${server.url.agencyMcp}/mcp`,
+      scopes: ['agency:mcp:read'],
+      ceiling: ['clients:read'],
+      pendingUntil: clock.now() + 60_000,
+    });
+    await db
+      .updateTable('members')
+      .set({ status: 'removed', removed_at: clock.now() })
+      .where('id', '=', linus.id)
+      .execute();
+    expect(await activateGrant(db, clock, pending.id)).toBeUndefined();
+    const row = await db
+      .selectFrom('connections')
+      .select(['status', 'revoke_reason'])
+      .where('id', '=', pending.id)
+      .executeTakeFirstOrThrow();
+    expect(row).toEqual({ status: 'revoked', revoke_reason: 'member_removed' });
+    // Nothing in the history says linus connected it.
+    const events = await db
+      .selectFrom('audit_events')
+      .select('type')
+      .where('connection_id', '=', pending.id)
+      .execute();
+    expect(events).toEqual([]);
   });
 });
