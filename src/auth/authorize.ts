@@ -3,7 +3,7 @@ import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
 import { listMemberships } from '../domain/agencies.js';
 import { issueAuthorizationCode } from '../domain/authorization-codes.js';
-import { pruneExpiredGrantsHourly } from '../domain/connections.js';
+import { pruneExpiredHourly } from '../domain/pruning.js';
 import { queryOf } from '../http/request-target.js';
 import { signedInNav } from '../web/web-session.js';
 import { PageError } from '../web/html.js';
@@ -89,7 +89,7 @@ export async function authorizeRoutes(
       });
       request.log.info({ client_id: req.client.clientId, user_id: userId }, 'authorization granted');
       // Housekeeping on the consent path rather than a timer: expired codes and abandoned pending grants.
-      await pruneExpiredGrantsHourly(ctx.db, ctx.clock);
+      await pruneExpiredHourly(ctx.db, ctx.clock);
       // RFC 6749 §4.1.2 and RFC 9207 §2: code, state and iss.
       return redirect(reply, 303, flow.answer(req, { code, state: req.state }));
     });

@@ -1,6 +1,7 @@
 import type { AppContext } from '../context.js';
 import { requireClientId } from './client-authentication.js';
-import { endConnection, pruneExpiredGrantsHourly } from '../domain/connections.js';
+import { endConnection } from '../domain/connections.js';
+import { pruneExpiredHourly } from '../domain/pruning.js';
 import { parseList } from '../domain/permissions.js';
 import {
   findAndRotate,
@@ -25,7 +26,7 @@ import { connectionTokens, type TokenResponse } from './token-response.js';
  * response, or an OAuthError. Called by the token route and by the token fast path (token-fast-path.ts) alike.
  */
 export async function refreshTokenGrant(ctx: AppContext, p: Params): Promise<TokenResponse> {
-  await pruneExpiredGrantsHourly(ctx.db, ctx.clock);
+  await pruneExpiredHourly(ctx.db, ctx.clock);
   const token = p.require('refresh_token');
   const clientId = requireClientId(p);
   const requestedScope = p.get('scope');

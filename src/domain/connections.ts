@@ -2,7 +2,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { PreparedSql } from '../store/prepared.js';
 import type { ConnectionsTable, Database, MembersTable } from '../store/schema.js';
 import { audit, type AuditType } from './audit.js';
-import { atMostEvery, type Clock } from '../base/clock.js';
+import type { Clock } from '../base/clock.js';
 import { newId } from '../base/ids.js';
 import type { Metrics } from '../base/metrics.js';
 import { narrowCeiling, parseList, type Role } from './permissions.js';
@@ -350,33 +350,6 @@ async function endConnectionsOf(
     if (await revokeConnection(db, clock, row.id, reason, actorUserId)) ended.push(row.id);
   }
   return ended;
-}
-
-/**
- * Deletes what can no longer be used: authorization codes past their life, and pending connections whose code
- * expired unexchanged (kept an hour for diagnosis). Rotated refresh tokens of a family are deleted by the rotation that
- * no longer needs them (domain/refresh-tokens.ts); what is left here is the tokens that expired.
- */
-export async function pruneExpiredGrants(db: Db, clock: Clock): Promise<void> {
-  const cutoff = clock.now() - 3600_000;
-  await db.deleteFrom('authorization_codes').where('expires_at', '<', cutoff).execute();
-  // An expired token can no longer be used nor meaningfully reused, so it goes. Rotated tokens without a family that
-  // have not expired stay, because presenting one again is how their reuse is detected (docs/contract.md#tokens).
-  await db.deleteFrom('refresh_tokens').where('expires_at', '<', cutoff).execute();
-  const abandoned = db.deleteFrom('connections').where('status', '=', 'pending');
-  await abandoned.where('expires_at', '<', cutoff).execute();
-}
-
-const PRUNE_INTERVAL_MS = 3600_000;
-/** Whether each store (each instance; several may share a process) is due to prune, on the monotonic clock. */
-const pruneDue = new WeakMap<Db, () => boolean>();
-
-/** `pruneExpiredGrants`, at most once an hour per instance: cheap enough to call from the refresh path. */
-export async function pruneExpiredGrantsHourly(db: Db, clock: Clock): Promise<void> {
-  let due = pruneDue.get(db);
-  if (!due) pruneDue.set(db, (due = atMostEvery(PRUNE_INTERVAL_MS, clock)));
-  if (!due()) return;
-  await pruneExpiredGrants(db, clock);
 }
 
 /** A connection as it stands now, with its member's status and role and the agency's write setting. */

@@ -3,6 +3,7 @@ import type { PreparedSql } from '../store/prepared.js';
 import type { Database, SessionsTable } from '../store/schema.js';
 import type { Clock } from '../base/clock.js';
 import { newId } from '../base/ids.js';
+import { pruneExpiredHourly } from './pruning.js';
 
 export type SessionRow = SessionsTable;
 
@@ -33,6 +34,8 @@ export async function createSession(
     revoked_at: null,
   };
   await db.insertInto('sessions').values(row).execute();
+  // Where sessions are made, sessions are pruned: a deployment whose callers only sign in prunes too.
+  await pruneExpiredHourly(db, clock);
   return row;
 }
 
