@@ -14,6 +14,7 @@ import {
 } from '../auth/oauth-helpers.js';
 import { ENGINE, startTestServer, type TestServer } from '../helpers/harness.js';
 import { textOf } from '../helpers/page-text.js';
+import { auditTypesOf } from '../helpers/rows.js';
 
 /** The member dashboard: connected apps, members (role change narrows, removal ends), settings, audit events. */
 
@@ -423,12 +424,7 @@ describe(`dashboard (${ENGINE})`, () => {
       .where('id', '=', pending.id)
       .executeTakeFirst();
     expect(row?.status).toBe('revoked');
-    const events = await db
-      .selectFrom('audit_events')
-      .select('type')
-      .where('connection_id', '=', pending.id)
-      .execute();
-    expect(events).toEqual([]);
+    expect(await auditTypesOf(db, pending.id)).toEqual([]);
   });
 
   it('sign-out ends the browser session', async () => {

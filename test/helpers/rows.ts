@@ -76,3 +76,14 @@ export async function agentWriteEnabled(db: Kysely<Database>, agencyId: string):
     .executeTakeFirstOrThrow();
   return row.agent_write_enabled;
 }
+
+/** The audit events written about one connection, by type, oldest first. */
+export async function auditTypesOf(db: Kysely<Database>, connectionId: string): Promise<string[]> {
+  const rows = await db
+    .selectFrom('audit_events')
+    .select('type')
+    .where('connection_id', '=', connectionId)
+    .orderBy('id')
+    .execute();
+  return rows.map((r) => r.type);
+}
