@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pruneExpired } from '../../src/domain/pruning.js';
 import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 
 /**
@@ -43,5 +44,27 @@ describe(`sessions that ended are pruned (${ENGINE})`, () => {
     expect(await me(expired.token)).toBe(401);
     expect(await me(revoked.token)).toBe(401);
     expect(await me(live.token)).toBe(200);
+  });
+
+  it('a backlog goes in batches, at most so many a run, the rest in the next runs', async () => {
+    const { db, clock } = server.services.ctx;
+    const userId = (
+      await db.selectFrom('users').select('id').where('username', '=', 'ada').executeTakeFirstOrThrow()
+    ).id;
+    const long = clock.now() - 2 * HOUR_MS;
+    const backlog = Array.from({ length: 14 }, (_, i) => ({
+      id: `ses_backlog${String(i).padStart(4, '0')}`,
+      user_id: userId,
+      created_at: long - TTL_SECONDS * 1000,
+      expires_at: long,
+      revoked_at: null,
+    }));
+    await db.insertInto('sessions').values(backlog).execute();
+    const left = async () =>
+      (await db.selectFrom('sessions').select('id').where('id', 'like', 'ses_backlog%').execute()).length;
+    await pruneExpired(db, clock, { size: 3, most: 4 });
+    expect(await left()).toBe(2);
+    await pruneExpired(db, clock, { size: 3, most: 4 });
+    expect(await left()).toBe(0);
   });
 });
