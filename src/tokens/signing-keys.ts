@@ -102,17 +102,14 @@ export class SigningKeys {
   async withdraw(): Promise<{ kid: string; withdrawn: string[] }> {
     const row = await this.newKeyRow();
     const withdrawn = await this.db.transaction().execute(async (trx) => {
-      const accepted = await trx
+      const existing = await trx
         .selectFrom('signing_keys')
-        .select('kid')
-        .where((eb) =>
-          eb.or([eb('retired_at', 'is', null), eb('retired_at', '>', row.created_at - this.overlapMs)]),
-        )
+        .select(['kid', 'retired_at'])
         .orderBy('created_at', 'desc')
         .execute();
       await trx.insertInto('signing_keys').values(row).execute();
       await trx.deleteFrom('signing_keys').where('kid', '!=', row.kid).execute();
-      return accepted.map((r) => r.kid);
+      return existing.filter((r) => this.accepted(r, row.created_at)).map((r) => r.kid);
     });
     await this.reload();
     return { kid: row.kid, withdrawn };
@@ -162,6 +159,11 @@ export class SigningKeys {
     return { keys: this.keys.map((k) => ({ ...k.publicJwk, kid: k.kid, alg: k.alg, use: 'sig' })) };
   }
 
+  /** Whether a key is accepted at `now`: the signing key, or retired less than `overlapMs` ago. */
+  private accepted(key: { retired_at: number | null }, now: number): boolean {
+    return key.retired_at === null || key.retired_at + this.overlapMs > now;
+  }
+
   private async refreshIfStale(): Promise<void> {
     if (this.clock.monotonic() - this.loadedAt > KEY_REFRESH_INTERVAL_MS) await this.reload();
   }
@@ -177,7 +179,7 @@ export class SigningKeys {
     const now = this.clock.now();
     const readAt = this.clock.monotonic();
     const rows = await this.db.selectFrom('signing_keys').selectAll().orderBy('created_at', 'desc').execute();
-    const live = rows.filter((r) => r.retired_at === null || r.retired_at + this.overlapMs > now);
+    const live = rows.filter((r) => this.accepted(r, now));
     const loaded = new Map(this.keys.map((k) => [k.kid, k]));
     this.keys = await Promise.all(
       live.map(async (r) => {
