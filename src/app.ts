@@ -332,21 +332,26 @@ async function checkReadiness(store: Store, redis: RedisConnection | undefined):
       : undefined,
   ]);
   const checks: Readiness['checks'] = { database, ...(cache ? { redis: cache } : {}) };
-  return { ready: Object.values(checks).every((c) => c === 'up'), checks };
+  // Redis down does not make the instance unready: it serves every request, its limits counting in its memory. Every
+  // instance shares the one Redis, so a 503 here would take them all out of rotation at once, and turn the loss of a
+  // rate-limit counter into an outage of the service. The operator is told by the log, the metric and `checks`.
+  const status = database === 'down' ? 'unavailable' : cache === 'down' ? 'degraded' : 'ready';
+  return { status, checks };
 }
 
 /**
- * GET /ready on every host, for a load balancer: 200 when this instance's dependencies answer, else 503 naming the
- * one that does not. GET /health stays liveness only (the process serves).
+ * GET /ready on every host, for a load balancer: 200 while this instance can serve (`ready`, or `degraded` with
+ * Redis down), else 503 naming the database. GET /health stays liveness only (the process serves).
  */
 function readinessRoute(app: FastifyInstance, ctx: AppContext): void {
   app.get('/ready', async (_request, reply) => {
-    const { ready, checks } = await ctx.readiness();
+    const { status, checks } = await ctx.readiness();
+    const serving = status !== 'unavailable';
     return reply
-      .code(ready ? 200 : 503)
+      .code(serving ? 200 : 503)
       .header('cache-control', 'no-store')
-      .headers(ready ? {} : { 'retry-after': '5' })
-      .send({ status: ready ? 'ready' : 'unavailable', checks });
+      .headers(serving ? {} : { 'retry-after': '5' })
+      .send({ status, checks });
   });
 }
 

@@ -36,14 +36,18 @@ export interface AppContext {
   /** The browser session cookie and CSRF protection of the authorization server's pages. */
   webSessions: WebSessions;
   limiters: LimiterFactory;
-  /** Readiness of this instance's dependencies (GET /ready): the database, and Redis when configured. */
+  /** Readiness of this instance (GET /ready): its database answers; Redis, when configured, is reported beside it. */
   readiness(): Promise<Readiness>;
   /** Closes what the context opened: the store, and Redis when configured. */
   close(): Promise<void>;
 }
 
 export interface Readiness {
-  ready: boolean;
+  /**
+   * `ready` with every dependency up; `degraded` when only Redis is down, which leaves the instance serving everything
+   * (its rate limits count in its memory); `unavailable` when the database does not answer.
+   */
+  status: 'ready' | 'degraded' | 'unavailable';
   checks: Record<string, 'up' | 'down'>;
 }
 
