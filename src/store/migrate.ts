@@ -5,6 +5,7 @@ import * as m0003 from './migrations/0003-refresh-token-expiry-index.js';
 import * as m0004 from './migrations/0004-one-connection-per-app.js';
 import * as m0005 from './migrations/0005-refresh-token-families.js';
 import * as m0006 from './migrations/0006-session-expiry-index.js';
+import * as m0007 from './migrations/0007-pending-connection-expiry-index.js';
 import type { Database } from './schema.js';
 
 /** Versioned migrations, in order. A migration, once released, is never edited: add a new one. */
@@ -15,6 +16,7 @@ const migrations: Record<string, Migration> = {
   '0004-one-connection-per-app': m0004,
   '0005-refresh-token-families': m0005,
   '0006-session-expiry-index': m0006,
+  '0007-pending-connection-expiry-index': m0007,
 };
 
 /**
