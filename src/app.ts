@@ -170,7 +170,7 @@ export async function createContext(
   o.prometheus?.observeDependency('database_writes', writes);
   if (store.pool) o.prometheus?.observePool(store.pool, config.databasePoolSize);
   try {
-    return await buildContext(config, log, store, o);
+    return await buildContext(config, log, store, writes, o);
   } catch (e) {
     await store.close();
     throw e;
@@ -181,6 +181,7 @@ async function buildContext(
   config: Config,
   log: FastifyBaseLogger,
   store: Store,
+  writes: WritesWatch,
   o: ContextOptions,
 ): Promise<AppContext> {
   const clock = o.clock ?? systemClock;
@@ -224,7 +225,7 @@ async function buildContext(
     limiters: countRefusals(o.limiters ?? (redis ? redisLimiters(redis) : memoryLimiters), (limit) =>
       metrics.rateLimited(limit),
     ),
-    readiness: () => checkReadiness(store, redis),
+    readiness: () => checkReadiness(store, writes, redis),
     async close() {
       await redis?.close();
       await store.close();
@@ -315,8 +316,15 @@ function openRedis(url: string, log: FastifyBaseLogger, prometheus: PrometheusMe
 /** How long readiness waits for each dependency before calling it down. */
 const READINESS_TIMEOUT_MS = 2000;
 
-/** Each dependency answers a trivial request within the bound, or is down. */
-async function checkReadiness(store: Store, redis: RedisConnection | undefined): Promise<Readiness> {
+/**
+ * Each dependency answers a trivial request within the bound, or is down; whether the database accepts writes is as
+ * the last writes found it (a full disk, PostgreSQL read-only), since no probe can write without writing.
+ */
+async function checkReadiness(
+  store: Store,
+  writes: WritesWatch,
+  redis: RedisConnection | undefined,
+): Promise<Readiness> {
   const within = <T>(work: Promise<T>) =>
     Promise.race([
       work.then(() => 'up' as const),
@@ -331,17 +339,25 @@ async function checkReadiness(store: Store, redis: RedisConnection | undefined):
         )
       : undefined,
   ]);
-  const checks: Readiness['checks'] = { database, ...(cache ? { redis: cache } : {}) };
-  // Redis down does not make the instance unready: it serves every request, its limits counting in its memory. Every
-  // instance shares the one Redis, so a 503 here would take them all out of rotation at once, and turn the loss of a
-  // rate-limit counter into an outage of the service. The operator is told by the log, the metric and `checks`.
-  const status = database === 'down' ? 'unavailable' : cache === 'down' ? 'degraded' : 'ready';
+  // A database that does not answer takes no writes either.
+  const databaseWrites = database === 'up' && writes.available ? 'up' : 'down';
+  const checks: Readiness['checks'] = {
+    database,
+    database_writes: databaseWrites,
+    ...(cache ? { redis: cache } : {}),
+  };
+  // Neither Redis down nor writes refused makes the instance unready: it serves every request but writes, its limits
+  // counting in its memory. Every instance shares the one Redis and the one database, so a 503 here would take them
+  // all out of rotation at once: an outage of the service for a rate-limit counter, or for the writes alone. The
+  // operator is told by the log, the metric and `checks`.
+  const degraded = cache === 'down' || databaseWrites === 'down';
+  const status = database === 'down' ? 'unavailable' : degraded ? 'degraded' : 'ready';
   return { status, checks };
 }
 
 /**
- * GET /ready on every host, for a load balancer: 200 while this instance can serve (`ready`, or `degraded` with
- * Redis down), else 503 naming the database. GET /health stays liveness only (the process serves).
+ * GET /ready on every host, for a load balancer: 200 while this instance can serve (`ready`, or `degraded` with Redis
+ * down or writes refused), else 503 naming the database. GET /health stays liveness only (the process serves).
  */
 function readinessRoute(app: FastifyInstance, ctx: AppContext): void {
   app.get('/ready', async (_request, reply) => {

@@ -36,7 +36,7 @@ export interface AppContext {
   /** The browser session cookie and CSRF protection of the authorization server's pages. */
   webSessions: WebSessions;
   limiters: LimiterFactory;
-  /** Readiness of this instance (GET /ready): its database answers; Redis, when configured, is reported beside it. */
+  /** Readiness of this instance (GET /ready): its database answers; writes and Redis are reported beside it. */
   readiness(): Promise<Readiness>;
   /** Closes what the context opened: the store, and Redis when configured. */
   close(): Promise<void>;
@@ -44,8 +44,8 @@ export interface AppContext {
 
 export interface Readiness {
   /**
-   * `ready` with every dependency up; `degraded` when only Redis is down, which leaves the instance serving everything
-   * (its rate limits count in its memory); `unavailable` when the database does not answer.
+   * `ready` with every dependency up; `degraded` when Redis is down (the rate limits count in memory) or the database
+   * refuses writes (reads go on), the instance serving meanwhile; `unavailable` when the database does not answer.
    */
   status: 'ready' | 'degraded' | 'unavailable';
   checks: Record<string, 'up' | 'down'>;

@@ -92,7 +92,10 @@ describe('PostgreSQL stalled behind a forwarder (always PostgreSQL)', () => {
     expect(later.ms).toBeLessThan(PG_BOUND_MS + MARGIN_MS);
     const ready = await fetch(`${server.url.api}/ready`);
     expect(ready.status).toBe(503);
-    expect(await ready.json()).toEqual({ status: 'unavailable', checks: { database: 'down' } });
+    expect(await ready.json()).toEqual({
+      status: 'unavailable',
+      checks: { database: 'down', database_writes: 'down' },
+    });
     expect((await fetch(`${server.url.api}/health`)).status).toBe(200);
     pg.resume();
     expect(await within(async () => (await me()).status === 200, 10_000)).toBeGreaterThanOrEqual(0);

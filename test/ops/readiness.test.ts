@@ -21,7 +21,10 @@ describe(`readiness (${ENGINE})`, () => {
       const res = await fetch(`${url}/ready`);
       expect(res.status, url).toBe(200);
       expect(res.headers.get('cache-control')).toBe('no-store');
-      expect(await res.json()).toEqual({ status: 'ready', checks: { database: 'up' } });
+      expect(await res.json()).toEqual({
+        status: 'ready',
+        checks: { database: 'up', database_writes: 'up' },
+      });
     }
   });
 
@@ -31,7 +34,10 @@ describe(`readiness (${ENGINE})`, () => {
       const ready = await fetch(`${url}/ready`);
       expect(ready.status, url).toBe(200);
       expect(ready.headers.get('retry-after')).toBeNull();
-      expect(await ready.json()).toEqual({ status: 'degraded', checks: { database: 'up', redis: 'down' } });
+      expect(await ready.json()).toEqual({
+        status: 'degraded',
+        checks: { database: 'up', database_writes: 'up', redis: 'down' },
+      });
     }
     expect((await fetch(`${noRedis.url.api}/health`)).status).toBe(200);
     expect((await signIn(noRedis, 'ada')).token).toBeTruthy();

@@ -115,7 +115,10 @@ describe(`Redis refusing the service's password (${ENGINE})`, () => {
       expect((await signIn(wrong, 'ada')).token).toBeTruthy();
       const ready = await fetch(`${wrong.url.api}/ready`);
       expect(ready.status).toBe(200);
-      expect(await ready.json()).toEqual({ status: 'degraded', checks: { database: 'up', redis: 'down' } });
+      expect(await ready.json()).toEqual({
+        status: 'degraded',
+        checks: { database: 'up', database_writes: 'up', redis: 'down' },
+      });
       const warnings = loggedLines(wrong.logs, 'redis (rate limits fall back to memory) unavailable');
       expect(warnings).toHaveLength(1);
       expect(String(warnings[0]!['reason'])).toContain('WRONGPASS');

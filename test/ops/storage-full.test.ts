@@ -117,7 +117,13 @@ describe(`a database with no room for writes (${ENGINE})`, () => {
     // Reads are served meanwhile.
     const me = await fetch(`${server.url.api}/me`, { headers: { authorization: `Bearer ${session}` } });
     expect(me.status).toBe(200);
-    expect((await fetch(`${server.url.api}/ready`)).status).toBe(200);
+    // Still in rotation (every instance shares the one database: a 503 would stop the reads too), and saying why.
+    const ready = await fetch(`${server.url.api}/ready`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({
+      status: 'degraded',
+      checks: { database: 'up', database_writes: 'down' },
+    });
     if (ENGINE === 'postgres') {
       // A rotation writes two rows in one statement: refused whole, in the OAuth shape (RFC 6749 §5.2 has no 503
       // code of its own; `temporarily_unavailable` is §4.1.2.1's).
@@ -141,6 +147,7 @@ describe(`a database with no room for writes (${ENGINE})`, () => {
     expect((await createClient(++n)).status).toBe(200);
     expect(logged('database accepts writes again')).toBe(1);
     expect(await dependency('database_writes')).toBe(1);
+    expect(await (await fetch(`${server.url.api}/ready`)).json()).toMatchObject({ status: 'ready' });
     // The refused rotation wrote nothing: the token it was given is still the chain's.
     const { res, body } = await refresh();
     expect(res.status, JSON.stringify(body)).toBe(200);
