@@ -346,10 +346,10 @@ async function checkReadiness(
     database_writes: databaseWrites,
     ...(cache ? { redis: cache } : {}),
   };
-  // Neither Redis down nor writes refused makes the instance unready: it serves every request but writes, its limits
-  // counting in its memory. Every instance shares the one Redis and the one database, so a 503 here would take them
-  // all out of rotation at once: an outage of the service for a rate-limit counter, or for the writes alone. The
-  // operator is told by the log, the metric and `checks`.
+  // Neither makes the instance unready: with Redis down it serves every request, its limits counting in its memory;
+  // with writes refused it serves every read. Every instance shares the one Redis and the one database, so a 503 here
+  // would take them all out of rotation at once: an outage of the service for a rate-limit counter, or of the reads
+  // for the writes. The operator is told by the log, the metric and `checks`.
   const degraded = cache === 'down' || databaseWrites === 'down';
   const status = database === 'down' ? 'unavailable' : degraded ? 'degraded' : 'ready';
   return { status, checks };
