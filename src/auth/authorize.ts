@@ -4,6 +4,7 @@ import { urls } from '../context.js';
 import { listMemberships } from '../domain/agencies.js';
 import { issueAuthorizationCode } from '../domain/authorization-codes.js';
 import { pruneExpiredHourly } from '../domain/pruning.js';
+import { noteAnsweredError } from '../http/answered-error.js';
 import { queryOf } from '../http/request-target.js';
 import { signedInNav } from '../web/web-session.js';
 import { PageError } from '../web/html.js';
@@ -163,6 +164,7 @@ class AuthorizationFlow {
         throw new PageError(400, 'The application sent an invalid request', `${e.description} (${e.code}).`);
       }
       const error = { error: e.code, error_description: e.description, state: e.target.state };
+      noteAnsweredError(request.raw, e.code);
       return redirect(reply, status, this.answer(e.target, error));
     }
   }

@@ -53,11 +53,15 @@ function isRefreshGrant(form: URLSearchParams): boolean {
 /** As the OAuth scope's error handler answers (http/oauth-errors.ts through http/framework-errors.ts). */
 function errorAnswer(error: unknown, requestId: string, log: FastifyBaseLogger): FastResponse {
   if (error instanceof OAuthError)
-    return tokenAnswer(ROUTE, error.status, oauthErrorHeaders(error), oauthErrorBody(error));
+    return {
+      ...tokenAnswer(ROUTE, error.status, oauthErrorHeaders(error), oauthErrorBody(error)),
+      error: error.code,
+    };
   // A bug is logged with the request's id, as on the route; the line is written only then.
   const { error: classified, headers } = classifyAndReport(error, {
     error: (fields, message) => log.error({ request_id: requestId, ...fields }, message),
   });
   const e = toOAuthError(classified, requestId);
-  return tokenAnswer(ROUTE, e.status, { ...headers, ...oauthErrorHeaders(e) }, oauthErrorBody(e));
+  const answer = tokenAnswer(ROUTE, e.status, { ...headers, ...oauthErrorHeaders(e) }, oauthErrorBody(e));
+  return { ...answer, error: e.code };
 }

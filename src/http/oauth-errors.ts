@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
+import { noteAnsweredError } from './answered-error.js';
 import { UNAVAILABLE_MESSAGE } from './errors.js';
 import { type ErrorClass, renderErrors, type RouteMiss, routeMissMessage } from './framework-errors.js';
 
@@ -44,6 +45,7 @@ export const oauthErrorHeaders = (e: OAuthError): Record<string, string> => ({ .
 export const oauthErrorBody = (e: OAuthError) => ({ error: e.code, error_description: e.description });
 
 export function sendOAuthError(reply: FastifyReply, e: OAuthError): FastifyReply {
+  noteAnsweredError(reply.request.raw, e.code);
   return reply
     .code(e.status)
     .headers(oauthErrorHeaders(e))

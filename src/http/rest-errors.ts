@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { noteAnsweredError } from './answered-error.js';
 import { ApiError } from './errors.js';
 import {
   classifyError,
@@ -37,6 +38,7 @@ export const restErrors = fp<RestErrorsOptions>(
 /** Sends an ApiError as the error object, with the headers it carries (`WWW-Authenticate`, `Retry-After`, `Allow`). */
 export function sendApiError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
   if (error.options.headers) reply.headers(error.options.headers);
+  noteAnsweredError(request.raw, error.code);
   return reply.code(error.status).type('application/json; charset=utf-8').send(error.body(request.id));
 }
 

@@ -19,6 +19,7 @@ import type { Metrics } from '../base/metrics.js';
 import { keepTickObjectShape } from '../base/tick-shape.js';
 import { endOfTurn } from '../base/turn-end.js';
 import { applyV8Flags } from '../base/v8-flags.js';
+import { answeredError } from './answered-error.js';
 import { deferredChildLogger } from './deferred-logger.js';
 import { ApiError, type ErrorCode } from './errors.js';
 import {
@@ -57,6 +58,8 @@ export interface FastResponse {
    */
   headers: readonly string[];
   body: string;
+  /** The answer's error code, when it is a refusal, for the access log (http/answered-error.ts). */
+  error?: string | number;
 }
 
 /**
@@ -135,6 +138,7 @@ class RequestLog extends LogController {
     elapsedMs: number,
     requestId?: string,
     raw?: IncomingMessage,
+    error?: string | number,
   ): void {
     this.metrics.httpRequest(this.surface, method, route, status, elapsedMs / 1000);
     const level = status >= 500 ? 'error' : status >= 400 ? 'info' : this.successLevel;
@@ -152,6 +156,9 @@ class RequestLog extends LogController {
     // the target as sent, so that it matches what a proxy's log shows.
     const sent = raw && sentTarget(raw);
     if (sent !== undefined) fields.target = pathOf(sent);
+    // The refusal's code (http/answered-error.ts): a fast path's is in its answer, Fastify's noted by its writer.
+    const code = error ?? (raw && answeredError(raw));
+    if (code !== undefined) fields.error = code;
     // A fast path's line carries its request id in the line itself: no child logger made per request for it.
     log[level](
       requestId === undefined ? fields : { [this.requestIdLogLabel]: requestId, ...fields },
@@ -359,7 +366,17 @@ function answerBesideFastify(
       response.writeHead(answer.status, headers);
       response.end(answer.body);
       const elapsedMs = performance.now() - started;
-      requestLog.record(log, request.method!, answer.route, request.url!, answer.status, elapsedMs, id);
+      requestLog.record(
+        log,
+        request.method!,
+        answer.route,
+        request.url!,
+        answer.status,
+        elapsedMs,
+        id,
+        undefined,
+        answer.error,
+      );
     };
     if (closing) return fastify(request, response);
     // A form's answer is written when its write commits, with the other writes of that commit: already together.

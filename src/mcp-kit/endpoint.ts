@@ -4,6 +4,7 @@ import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { endOfTurn } from '../base/turn-end.js';
+import { noteAnsweredError } from '../http/answered-error.js';
 import { OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
 import { UNAVAILABLE_MESSAGE } from '../http/errors.js';
 import { classifyAndReport, type ErrorClass, renderErrors } from '../http/framework-errors.js';
@@ -154,6 +155,7 @@ async function serveMcp(o: McpEndpointOptions, request: FastifyRequest, reply: F
     const body = Buffer.from(await response.arrayBuffer());
     const interrupted = o.interruption(request);
     if (interrupted) return sendInterruption(request, reply, interrupted);
+    noteSdkError(request, response.status, body);
     return reply.code(response.status).headers(endToEndHeaders(response.headers)).send(body);
   }
   reply.code(response.status).headers(endToEndHeaders(response.headers));
@@ -161,7 +163,20 @@ async function serveMcp(o: McpEndpointOptions, request: FastifyRequest, reply: F
   if (response.headers.get('content-type')?.startsWith('text/event-stream')) {
     return reply.send(Readable.fromWeb(response.body as NodeReadableStream<Uint8Array>));
   }
-  return reply.send(Buffer.from(await response.arrayBuffer()));
+  const body = Buffer.from(await response.arrayBuffer());
+  noteSdkError(request, response.status, body);
+  return reply.send(body);
+}
+
+/** The JSON-RPC code of a refusal the SDK's transport answered itself (a 4xx), for the access log. */
+function noteSdkError(request: FastifyRequest, status: number, body: Buffer): void {
+  if (status < 400) return;
+  try {
+    const code = (JSON.parse(body.toString('utf8')) as { error?: { code?: unknown } }).error?.code;
+    if (typeof code === 'number') noteAnsweredError(request.raw, code);
+  } catch {
+    // Not JSON: the status says what there is to say.
+  }
 }
 
 /**
@@ -222,6 +237,8 @@ function toWebRequest(request: FastifyRequest, signal: AbortSignal): Request {
 
 /** Sends an authentication refusal (401/403) with its challenge, a JSON body and `no-store`. */
 export function sendAuthError(request: FastifyRequest, reply: FastifyReply, e: McpAuthError): FastifyReply {
+  // RFC 6750 §3.1: a request without credentials is refused with no code.
+  if (e.oauthError) noteAnsweredError(request.raw, e.oauthError);
   return reply
     .code(e.status)
     .header('www-authenticate', e.challenge)
@@ -246,6 +263,7 @@ export function sendJsonRpcError(
   code: number,
   message: string,
 ): FastifyReply {
+  noteAnsweredError(request.raw, code);
   return reply
     .code(status)
     .type('application/json; charset=utf-8')

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { authorize, connect, pkce, register, token } from '../auth/oauth-helpers.js';
 import { ENGINE, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 
 /** GET /ready (readiness, for a load balancer) beside GET /health (liveness), on every host. */
@@ -60,6 +61,61 @@ describe(`the access log (${ENGINE})`, () => {
     expect(all).not.toContain(token);
     expect(all).not.toContain('hunter2');
     expect(all).not.toContain('ada-demo-password');
+  });
+
+  it("a refusal's line carries its code in every shape, never its description", async () => {
+    const lineOf = (res: Response) =>
+      server.logs.lines.find(
+        (l) => l['msg'] === 'request' && l['request_id'] === res.headers.get('x-request-id'),
+      );
+    const { token: session } = await signIn(server, 'ada');
+    // REST: the error object's code.
+    const me = await fetch(`${server.url.api}/me`, { headers: { authorization: 'Bearer not-a-token' } });
+    const meCode = ((await me.json()) as { error: { code: string } }).error.code;
+    expect(lineOf(me)).toMatchObject({ status: 401, error: meCode });
+    // OAuth, through Fastify (registration) and beside it (the refresh grant's fast path).
+    const registration = await register(server, { redirect_uris: ['ftp://nowhere.example/'] });
+    expect(lineOf(registration.res)).toMatchObject({ status: 400, error: 'invalid_redirect_uri' });
+    const refresh = await token(server, { grant_type: 'refresh_token', refresh_token: 'x', client_id: 'y' });
+    expect(lineOf(refresh.res)).toMatchObject({ status: 400, error: 'invalid_grant' });
+    // MCP: the bearer refusal's RFC 6750 code, and a JSON-RPC error's number.
+    const mcp = (authorization: string, body: unknown) =>
+      fetch(`${server.url.mcp}/mcp`, {
+        method: 'POST',
+        headers: {
+          authorization,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: JSON.stringify(body),
+      });
+    expect(lineOf(await mcp('Bearer not-a-token', {}))).toMatchObject({
+      status: 401,
+      error: 'invalid_token',
+    });
+    // Refused by the service (a batch), and by the SDK's transport (not a JSON-RPC message).
+    const ping = { jsonrpc: '2.0', id: 1, method: 'ping' };
+    expect(lineOf(await mcp(`Bearer ${session}`, [ping, ping]))).toMatchObject({
+      status: 400,
+      error: -32600,
+    });
+    expect(lineOf(await mcp(`Bearer ${session}`, { not: 'json-rpc' }))).toMatchObject({
+      status: 400,
+      error: -32600,
+    });
+    // The authorization endpoint's refusal, sent back to the client in a redirect (RFC 6749 §4.1.2.1).
+    const { clientId, browser, redirectUri } = await connect(server);
+    const back = await authorize(server, browser, { clientId, redirectUri }, pkce().challenge, 'deny');
+    expect(back.searchParams.get('error')).toBe('access_denied');
+    const denied = server.logs.lines.filter((l) => l['msg'] === 'request' && l['error'] === 'access_denied');
+    expect(denied).toMatchObject([{ status: 303, route: '/oauth2/auth/consent' }]);
+    // A success carries none; no description reaches the log (one quotes what the client sent).
+    expect(
+      lineOf(await fetch(`${server.url.api}/me`, { headers: { authorization: `Bearer ${session}` } })),
+    ).not.toHaveProperty('error');
+    const all = JSON.stringify(server.logs.lines);
+    expect(all).not.toContain('ftp://nowhere.example');
+    expect(all).not.toContain('error_description');
   });
 
   it('ACCESS_LOG=off: successes are not logged at info', async () => {
