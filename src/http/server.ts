@@ -156,8 +156,9 @@ class RequestLog extends LogController {
     // the target as sent, so that it matches what a proxy's log shows.
     const sent = raw && sentTarget(raw);
     if (sent !== undefined) fields.target = pathOf(sent);
-    // The refusal's code (http/answered-error.ts): a fast path's is in its answer, Fastify's noted by its writer.
-    const code = error ?? (raw && answeredError(raw));
+    // The refusal's code (http/answered-error.ts): a fast path's is in its answer, Fastify's noted by its writer (a
+    // refusal is a 4xx or 5xx, or a redirect carrying an authorization error back to the client).
+    const code = error ?? (raw && status >= 300 ? answeredError(raw) : undefined);
     if (code !== undefined) fields.error = code;
     // A fast path's line carries its request id in the line itself: no child logger made per request for it.
     log[level](
