@@ -52,4 +52,4 @@ export interface Readiness {
 }
 
 /** Kept here so surfaces can import both from one place; core modules import `config/urls.js`. */
-export { urls } from './config/urls.js';
+export { publicPath, urls } from './config/urls.js';

@@ -2,7 +2,7 @@ import { createMcpHandler } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SCOPES } from '../domain/scopes.js';
 import { type DocumentBuilders, servePublicDocuments } from '../http/public-documents.js';
-import { type AppContext, urls } from '../context.js';
+import { type AppContext, publicPath, urls } from '../context.js';
 import type { Access } from '../dashboard-api/resources.js';
 import { McpAuthError } from '../mcp-kit/auth.js';
 import { OUTAGE_RETRY_AFTER_SECONDS } from '../http/dependency-outage.js';
@@ -46,7 +46,7 @@ export async function agencyMcpSurface(
   const site = lazy(() => agencyMcpSite(ctx));
   // SEP-2127 server card, at `<mcp-url>/server-card` and the well-known location.
   servePublicDocuments(app, companions);
-  registerProtectedResourceMetadata(app, '/mcp', () => ({
+  registerProtectedResourceMetadata(app, '/mcp', publicPath(ctx.config, 'agency-mcp'), () => ({
     resource: site().resource,
     authorizationServers: [urls.issuer(ctx.config)],
     scopesSupported: SCOPES_SUPPORTED,

@@ -56,7 +56,16 @@ export const envSchema = z.object({
   BASE_URL: publicUrl.optional(),
   MCP_URL: publicUrl.optional(),
   AGENCY_MCP_URL: publicUrl.optional(),
-  AUTH_URL: publicUrl.optional(),
+  // The issuer's pages, their links and redirects (`/sign-in`, `/dashboard`), its `__Host-` cookies (RFC 6265bis
+  // §4.1.3.2: `Path=/`) and its metadata (RFC 8414 §3) all live at the root of its host: a path there was accepted,
+  // and every one of them then pointed outside it.
+  AUTH_URL: publicUrl
+    .refine(
+      (u) => new URL(u).pathname === '/',
+      'must be an origin without a path (https://auth.example.com): the authorization server serves its pages, ' +
+        'cookies and metadata from the root of its own host',
+    )
+    .optional(),
   DATA_DIR: z.string().min(1).default('./.data'),
   DATABASE_URL: z
     .string()

@@ -31,3 +31,12 @@ export const urls = {
   sessionApi: once((c) => `${urlOf(c, 'auth')}/api/sessions`),
   of: (c: Config, s: Surface) => urlOf(c, s),
 };
+
+/**
+ * The path of a surface's configured public URL (`/agency` for `https://example.com/agency`), or '' : the prefix a
+ * proxy in front strips before forwarding, and that the URLs the surface advertises carry.
+ */
+export function publicPath(c: Config, s: Surface): string {
+  const url = c.urls[s];
+  return url === undefined ? '' : new URL(url).pathname.replace(/\/$/, '');
+}

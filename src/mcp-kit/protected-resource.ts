@@ -36,10 +36,16 @@ export function protectedResourceMetadata(pr: ProtectedResource): Record<string,
 /**
  * Serves the metadata at the path-suffixed location (RFC 9728 §3.1) and at the bare well-known path, which clients
  * of MCP 2025-06-18 probe first. Public, cacheable, no authentication.
+ *
+ * Behind a proxy that mounts the host under a path and strips it (`https://example.com/agency` → `/`), the resource is
+ * `https://example.com/agency/mcp` and §3.1 puts its metadata at `/.well-known/oauth-protected-resource/agency/mcp`,
+ * outside the mount: the proxy forwards that path as it is, and it is served here too (`mountedAt`, the public URL's
+ * path). Before, only `…/mcp` was, and a client that followed the challenge's `resource_metadata` got 404.
  */
 export function registerProtectedResourceMetadata(
   app: FastifyInstance,
   resourcePath: string,
+  mountedAt: string,
   describe: () => ProtectedResource,
 ): void {
   const document = (path: string) => () => ({
@@ -47,6 +53,7 @@ export function registerProtectedResourceMetadata(
     contentType: 'application/json; charset=utf-8',
     body: JSON.stringify(protectedResourceMetadata(describe())),
   });
-  const paths = new Set([WELL_KNOWN, `${WELL_KNOWN}${resourcePath === '/' ? '' : resourcePath}`]);
+  const suffix = resourcePath === '/' ? '' : resourcePath;
+  const paths = new Set([WELL_KNOWN, `${WELL_KNOWN}${suffix}`, `${WELL_KNOWN}${mountedAt}${suffix}`]);
   servePublicDocuments(app, Object.fromEntries([...paths].map((path) => [path, document(path)])));
 }

@@ -1,7 +1,7 @@
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { type DocumentBuilders, servePublicDocuments } from '../http/public-documents.js';
-import { type AppContext, urls } from '../context.js';
+import { type AppContext, publicPath, urls } from '../context.js';
 import { authenticateMcpRequest, callerOf, type McpAuthPolicy, toAuthInfo } from '../mcp-kit/auth.js';
 import { mountMcpEndpoint } from '../mcp-kit/endpoint.js';
 import { allowedHostnames } from '../mcp-kit/host-guard.js';
@@ -24,7 +24,7 @@ export async function mcpSurface(
 ): Promise<void> {
   // Public URLs are known only once the surfaces listen (port 0 in tests), so everything URL-shaped is built lazily.
   const site = lazy(() => userMcpSite(ctx));
-  registerProtectedResourceMetadata(app, '/mcp', () => ({
+  registerProtectedResourceMetadata(app, '/mcp', publicPath(ctx.config, 'mcp'), () => ({
     resource: site().resource,
     authorizationServers: [urls.issuer(ctx.config)],
     scopesSupported: [USER_READ],

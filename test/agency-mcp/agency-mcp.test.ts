@@ -1,5 +1,6 @@
 import type { Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { boundPort } from '../../src/config/config.js';
 import { changeRole, removeMember } from '../../src/domain/agencies.js';
 import { toEpochSeconds } from '../../src/base/clock.js';
 import { revokeConnection } from '../../src/domain/connections.js';
@@ -55,6 +56,44 @@ describe('discovery (docs/contract.md#the-oauth-flow, RFC 9728)', () => {
       });
     },
   );
+});
+
+describe('discovery behind a proxy that mounts the hosts under a path (RFC 9728 §3.1)', () => {
+  it("serves the metadata where the challenge's resource_metadata points, the mount's path included", async () => {
+    // The proxy strips `/agency` and `/user`, and forwards the well-known paths outside the mounts as they are.
+    const mounted = await startTestServer({
+      env: {
+        AGENCY_MCP_URL: 'http://127.0.0.1:4102/agency',
+        MCP_URL: 'http://127.0.0.1:4101/user',
+      },
+    });
+    try {
+      for (const [surface, resource] of [
+        ['agency-mcp', 'http://127.0.0.1:4102/agency/mcp'],
+        ['mcp', 'http://127.0.0.1:4101/user/mcp'],
+      ] as const) {
+        const host = `http://127.0.0.1:${boundPort(mounted.config, surface)}`;
+        const refused = await fetch(`${host}/mcp`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', host: new URL(resource).host },
+          body: '{}',
+        });
+        expect(refused.status).toBe(401);
+        const challenge = refused.headers.get('www-authenticate')!;
+        const metadataUrl = new URL(/resource_metadata="([^"]+)"/.exec(challenge)![1]!);
+        expect(metadataUrl.pathname).toBe(
+          `/.well-known/oauth-protected-resource${new URL(resource).pathname}`,
+        );
+        const metadata = await fetch(`${host}${metadataUrl.pathname}`, {
+          headers: { host: metadataUrl.host },
+        });
+        expect(metadata.status, metadataUrl.pathname).toBe(200);
+        expect(await metadata.json()).toMatchObject({ resource });
+      }
+    } finally {
+      await mounted.close();
+    }
+  });
 });
 
 describe('401 with exactly the docs/contract.md#tokens challenge', () => {

@@ -109,6 +109,8 @@ describe('configuration from the environment', () => {
     [{ API_PORT: 'eighty' }, 'API_PORT'],
     [{ BASE_URL: 'ftp://x.example' }, 'BASE_URL'],
     [{ AUTH_URL: 'https://auth.example/?x=1' }, 'AUTH_URL'],
+    // The issuer's pages, cookies and metadata are served from the root of its host.
+    [{ AUTH_URL: 'https://example.com/auth' }, 'AUTH_URL'],
     [{ DATABASE_URL: 'mysql://localhost/db' }, 'DATABASE_URL'],
     [{ LIVENESS_CACHE_SECONDS: '-1' }, 'LIVENESS_CACHE_SECONDS'],
     [{ TRUST_PROXY: 'yes' }, 'TRUST_PROXY'],
