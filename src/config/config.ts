@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import process from 'node:process';
 import { z } from 'zod';
-import { isAddressEntry, withoutPort } from '../base/address-set.js';
+import { addressSet, isAddressEntry, withoutPort } from '../base/address-set.js';
 import { issueText } from '../base/issue-text.js';
 
 /**
@@ -264,8 +264,32 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
         );
       }
     }
+    for (const variable of PUBLIC_URLS) {
+      const url = e[variable];
+      if (url !== undefined && !url.startsWith('https://') && !onLoopback(url)) {
+        throw new ConfigError(
+          `Invalid ${shown(variable, source[variable])}: must be https when NODE_ENV=production (TLS may end at ` +
+            'your proxy; the URL is the one clients use), unless its host is this machine',
+        );
+      }
+    }
   }
   return deepFreeze(fromEnv(e));
+}
+
+/**
+ * The public URLs. In production each is https (OAuth 2.1 §1.5: TLS for every endpoint; RFC 8414 §2: an https issuer),
+ * or on this machine: over plain http the bearer tokens, the codes and the browser session would cross the network in
+ * the clear, and the cookies would lose `__Host-` and `Secure`. It was accepted, and a missed `s` went unnoticed.
+ */
+const PUBLIC_URLS = ['BASE_URL', 'MCP_URL', 'AGENCY_MCP_URL', 'AUTH_URL'] as const;
+
+const LOOPBACK = addressSet(['loopback']);
+
+/** Whether a URL's host is this machine: `localhost`, 127.0.0.0/8 or `::1`. */
+function onLoopback(url: string): boolean {
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  return host === 'localhost' || (isIP(host) !== 0 && LOOPBACK.has(host));
 }
 
 /** Loaded once, read everywhere: nothing may change the configuration after it is validated. */

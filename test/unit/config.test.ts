@@ -100,6 +100,15 @@ describe('configuration from the environment', () => {
       );
   });
 
+  it('takes https public URLs in production, and http ones on this machine', () => {
+    const https = { BASE_URL: 'https://api.example.com', AUTH_URL: 'https://auth.example.com' };
+    expect(load({ NODE_ENV: 'production', ...https }).urls.auth).toBe('https://auth.example.com');
+    for (const local of ['http://localhost:4003', 'http://127.0.0.1:4003', 'http://[::1]:4003'])
+      expect(load({ NODE_ENV: 'production', AUTH_URL: local }).urls.auth).toBe(local);
+    // Outside production, plain http stays (a developer's machine, a test network).
+    expect(load({ AUTH_URL: 'http://auth.example.com' }).urls.auth).toBe('http://auth.example.com');
+  });
+
   it('treats an empty variable as unset', () => {
     expect(load({ API_PORT: '' }).ports.api).toBe(4000);
   });
@@ -111,6 +120,9 @@ describe('configuration from the environment', () => {
     [{ AUTH_URL: 'https://auth.example/?x=1' }, 'AUTH_URL'],
     // The issuer's pages, cookies and metadata are served from the root of its host.
     [{ AUTH_URL: 'https://example.com/auth' }, 'AUTH_URL'],
+    // In production a public URL is https, or on this machine.
+    [{ NODE_ENV: 'production', AUTH_URL: 'http://auth.example.com' }, 'AUTH_URL'],
+    [{ NODE_ENV: 'production', AGENCY_MCP_URL: 'http://10.0.0.5:4002' }, 'AGENCY_MCP_URL'],
     [{ DATABASE_URL: 'mysql://localhost/db' }, 'DATABASE_URL'],
     [{ LIVENESS_CACHE_SECONDS: '-1' }, 'LIVENESS_CACHE_SECONDS'],
     [{ TRUST_PROXY: 'yes' }, 'TRUST_PROXY'],
