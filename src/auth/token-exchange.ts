@@ -124,7 +124,10 @@ function authenticateInternalClient(ctx: AppContext, authorization: string | und
   } catch {
     throw refuse();
   }
-  const secretOk = safeEqual(secret, ctx.config.agencyMcp.clientSecret);
+  // Every accepted secret is compared (each in constant time), whichever matches: the time does not say which.
+  let secretOk = false;
+  for (const accepted of ctx.config.agencyMcp.acceptedSecrets)
+    secretOk = safeEqual(secret, accepted) || secretOk;
   if (id !== AGENCY_MCP_CLIENT_ID || !secretOk) throw refuse();
 }
 

@@ -134,7 +134,15 @@ export const envSchema = z.object({
     )
     .optional(),
   // Agency MCP server → token exchange (RFC 8693); unset = a random secret per process (docs/contract.md#agency-mcp-server).
-  AGENCY_MCP_CLIENT_SECRET: z.string().min(32, 'must be at least 32 characters').max(512).optional(),
+  // A comma-separated list while the secret is rotated: the first is presented, each is accepted.
+  AGENCY_MCP_CLIENT_SECRET: z
+    .string()
+    .transform(commaList)
+    .refine(
+      (secrets) => secrets.length <= 3 && secrets.every((s) => s.length >= 32 && s.length <= 512),
+      'one secret of 32 to 512 characters, or while one is rotated up to three, comma-separated',
+    )
+    .optional(),
 });
 
 /** Settings that weaken a safety rule for tests; a production process refuses to start with them. */
@@ -237,6 +245,11 @@ export interface Config {
      * AGENCY_MCP_CLIENT_SECRET is unset, a random one per process: enough when `agency-mcp` and `auth` share a process.
      */
     clientSecret: string;
+    /**
+     * The secrets the token exchange accepts from it: every one AGENCY_MCP_CLIENT_SECRET lists, so that a rotation
+     * needs no moment when the processes disagree (docs/deployment.md#rotating-the-agency-mcp-client-secret).
+     */
+    acceptedSecrets: readonly string[];
   };
 }
 
@@ -276,6 +289,12 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   }
   return deepFreeze(fromEnv(e));
 }
+
+/** The first secret is the one presented; each is accepted. */
+const agencyMcpSecrets = (secrets: readonly string[]) => ({
+  clientSecret: secrets[0]!,
+  acceptedSecrets: secrets,
+});
 
 /**
  * The public URLs. In production each is https (OAuth 2.1 §1.5: TLS for every endpoint; RFC 8414 §2: an https issuer),
@@ -397,7 +416,7 @@ function fromEnv(e: Env): Config {
         testDnsServers: e.CIMD_TEST_DNS_SERVERS,
       },
     },
-    agencyMcp: { clientSecret: e.AGENCY_MCP_CLIENT_SECRET ?? randomBytes(32).toString('base64url') },
+    agencyMcp: agencyMcpSecrets(e.AGENCY_MCP_CLIENT_SECRET ?? [randomBytes(32).toString('base64url')]),
   };
 }
 

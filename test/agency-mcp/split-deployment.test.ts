@@ -139,6 +139,38 @@ it('answers 503, and tells the operator, when its client secret is not the autho
   }
 });
 
+it(`a secret rotated without a moment of refusal: the agency MCP server presents its first, the token exchange takes each (${ENGINE})`, async () => {
+  const [next, other] = ['n'.repeat(40), 'o'.repeat(40)];
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  // The authorization server mid-rotation: it takes the old secret and the next one.
+  const rotating = await startTestServer({
+    env: { AGENCY_MCP_URL: url, AGENCY_MCP_CLIENT_SECRET: `${AGENCY_SECRET},${next}` },
+  });
+  const callWith = async (secrets: string) => {
+    const { services } = await startSplitAgencyMcp(rotating, {
+      AGENCY_MCP_PORT: String(port),
+      AUTH_URL: rotating.url.auth,
+      AGENCY_MCP_URL: url,
+      AGENCY_MCP_CLIENT_SECRET: secrets,
+    });
+    try {
+      return await listClients(`${url}/mcp`, (await grant(rotating)).token);
+    } finally {
+      await services.close();
+    }
+  };
+  try {
+    // An agency MCP server not yet rolled (the old secret first), and one rolled already (the next one first).
+    expect((await callWith(`${AGENCY_SECRET},${next}`)).status).toBe(200);
+    expect((await callWith(`${next},${AGENCY_SECRET}`)).status).toBe(200);
+    // Only the first is presented: a list whose first the authorization server does not take is refused.
+    await expectOutage(await callWith(`${other},${AGENCY_SECRET}`), '30');
+  } finally {
+    await rotating.close();
+  }
+});
+
 it(`an authorization server that stops answering is an outage: 503 with Retry-After within AUTH_SERVER_TIMEOUT_MS, logged once (${ENGINE})`, async () => {
   // The auth surface's own URL goes through a forwarder, so the agency MCP process reaches it only through that.
   const authPort = await freePort();

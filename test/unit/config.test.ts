@@ -100,6 +100,22 @@ describe('configuration from the environment', () => {
       );
   });
 
+  it('takes a list of agency MCP client secrets while one is rotated: the first presented, each accepted', () => {
+    const [a, b] = ['a'.repeat(32), 'b'.repeat(40)];
+    expect(load({ AGENCY_MCP_CLIENT_SECRET: a }).agencyMcp).toEqual({
+      clientSecret: a,
+      acceptedSecrets: [a],
+    });
+    expect(load({ AGENCY_MCP_CLIENT_SECRET: `${b}, ${a}` }).agencyMcp).toEqual({
+      clientSecret: b,
+      acceptedSecrets: [b, a],
+    });
+    // Each one is a secret of its own: a short one in the list is refused like a short one alone.
+    expect(failure({ AGENCY_MCP_CLIENT_SECRET: `${a},short` })).toMatch(
+      /^Invalid AGENCY_MCP_CLIENT_SECRET \(/,
+    );
+  });
+
   it('takes https public URLs in production, and http ones on this machine', () => {
     const https = { BASE_URL: 'https://api.example.com', AUTH_URL: 'https://auth.example.com' };
     expect(load({ NODE_ENV: 'production', ...https }).urls.auth).toBe('https://auth.example.com');
@@ -169,7 +185,8 @@ describe('configuration from the environment', () => {
     );
     expect(failure({ DATABASE_URL: 'postgres:/svc:s3cret-pw@db.internal/svc' })).not.toContain('s3cret');
     expect(failure({ AGENCY_MCP_CLIENT_SECRET: 's3cret-pw-too-short' })).toBe(
-      'Invalid AGENCY_MCP_CLIENT_SECRET (19 characters, not shown: it can hold a secret): must be at least 32 characters',
+      'Invalid AGENCY_MCP_CLIENT_SECRET (19 characters, not shown: it can hold a secret): one secret of 32 to 512 ' +
+        'characters, or while one is rotated up to three, comma-separated',
     );
     // A setting that holds no secret is still quoted, so the operator sees what was read.
     expect(failure({ API_PORT: 'eighty' })).toMatch(/^Invalid API_PORT="eighty": /);
