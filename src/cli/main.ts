@@ -4,13 +4,14 @@ import { parseArgs } from 'node:util';
 import { createContext, createLogger, type Services, startServices } from '../app.js';
 import { pinClientVersion } from '../auth/clients/pins.js';
 import { loadPreregisteredClients } from '../auth/clients/preregistered.js';
+import { ClientRegistry } from '../auth/clients/registry.js';
 import { type Config, ConfigError, loadConfig, SURFACES, type Surface, urlOf } from '../config/config.js';
 import type { AppContext } from '../context.js';
 import { toRfc3339 } from '../base/clock.js';
 import { PACKAGE_IDENTITY } from '../base/package-identity.js';
 import { DemoSeedRefused, seedDemo } from '../domain/demo-seed.js';
 import { isDependencyOutage } from '../http/dependency-outage.js';
-import { endClientConnections, endUserConnections } from '../domain/connections.js';
+import { endClientConnections, endUserConnections, liveConnectionsByClient } from '../domain/connections.js';
 import { createSession, endUserSessions } from '../domain/sessions.js';
 import {
   canonicalUsername,
@@ -175,6 +176,45 @@ const COMMANDS: Record<string, Command> = {
             `their tokens within ${ctx.config.livenessCacheSeconds} s. The application may still ask members to ` +
             `connect it again.`,
         );
+      }),
+  },
+  'clients list': {
+    usage: 'svc clients list [--all]',
+    summary:
+      'List the OAuth clients that hold live connections, the most connected first, one JSON object a line ' +
+      '(--all: every known client, those without a connection too).',
+    options: { all: { type: 'boolean', help: 'also the clients that hold no live connection' } },
+    run: (v, config) =>
+      withContext(config, async (ctx) => {
+        const holdings = new Map(
+          (await liveConnectionsByClient(ctx.db, ctx.clock.now())).map((h) => [h.clientId, h]),
+        );
+        const registry = new ClientRegistry(ctx);
+        const ids = new Set(holdings.keys());
+        if (v['all'] === true) {
+          for (const id of registry.preregistered.keys()) ids.add(id);
+          const stored = await ctx.db.selectFrom('oauth_clients').select('client_id').execute();
+          for (const { client_id } of stored) ids.add(client_id);
+        }
+        const described = await registry.describeAll(ids);
+        const held = (id: string) => holdings.get(id)?.connections ?? 0;
+        for (const id of [...ids].sort((a, b) => held(b) - held(a) || (a < b ? -1 : 1))) {
+          const client = described.get(id)!;
+          const h = holdings.get(id);
+          console.log(
+            JSON.stringify({
+              object: 'client',
+              id,
+              // A registration pruned while its connections remain has no name left: null, not its id again.
+              kind: client.kind ?? null,
+              name: client.kind === undefined ? null : client.name,
+              host: client.host ?? null,
+              live_connections: h?.connections ?? 0,
+              users: h?.users ?? 0,
+              last_used_at: h?.lastUsedAt == null ? null : toRfc3339(h.lastUsedAt),
+            }),
+          );
+        }
       }),
   },
   'sessions create': {

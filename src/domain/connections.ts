@@ -327,6 +327,39 @@ export function endClientConnections(db: Db, clock: Clock, clientId: string): Pr
   return endConnectionsOf(db, clock, 'client_id', clientId, 'client_ended_by_operator', null);
 }
 
+/** What an application holds now: its live connections (as `isConnectionLive` decides), their users, its last use. */
+export interface ClientHoldings {
+  clientId: string;
+  connections: number;
+  users: number;
+  lastUsedAt: number | null;
+}
+
+/**
+ * The live connections of every application, by client (for `svc clients list`: which applications act for members
+ * now, to find the one to disconnect). A read of the whole table, for a command an operator runs, not a request path.
+ */
+export async function liveConnectionsByClient(db: Db, now: number): Promise<ClientHoldings[]> {
+  const rows = await db
+    .selectFrom('connections')
+    .select((eb) => [
+      'client_id',
+      eb.fn.countAll().as('connections'),
+      eb.fn.count('user_id').distinct().as('users'),
+      eb.fn.max('last_used_at').as('last_used_at'),
+    ])
+    .where('status', '=', 'active')
+    .where('expires_at', '>', now)
+    .groupBy('client_id')
+    .execute();
+  return rows.map((r) => ({
+    clientId: r.client_id,
+    connections: Number(r.connections),
+    users: Number(r.users),
+    lastUsedAt: r.last_used_at === null ? null : Number(r.last_used_at),
+  }));
+}
+
 /**
  * Ends every connection of one member, user or application not yet ended, pending ones included (a consent whose code
  * is still unexchanged must not become a connection afterwards). Returns the ids of the active ones it ended.

@@ -139,6 +139,33 @@ describe(`svc clients disconnect, with an instance serving (${ENGINE})`, () => {
       }).then((r) => r.res.status);
     for (const flow of [ada, grace, other]) expect(await call(flow.tokens['access_token']!)).toBe(200);
 
+    // Which applications act for members now: the one to disconnect first, with its two users.
+    const listed = async (...flags: string[]) => {
+      const r = await svc('clients', 'list', ...flags);
+      expect(r.code).toBe(0);
+      return r.out
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
+    };
+    // (The file's other tests left connections of their own: this one's are picked out by id.)
+    const before = await listed();
+    const ids = before.map((c) => c['id']);
+    expect(before[ids.indexOf(ada.clientId)]).toMatchObject({
+      kind: 'dcr',
+      name: 'Test agent',
+      live_connections: 2,
+      users: 2,
+      last_used_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+    });
+    expect(before[ids.indexOf(otherId)]).toMatchObject({
+      name: 'Planner Bot',
+      live_connections: 1,
+      users: 1,
+    });
+    // The most connected first.
+    expect(before[0]).toMatchObject({ id: ada.clientId });
+
     const r = await svc('clients', 'disconnect', '--client-id', ada.clientId);
     expect(r).toEqual({
       code: 0,
@@ -166,6 +193,12 @@ describe(`svc clients disconnect, with an instance serving (${ENGINE})`, () => {
         .filter((e) => JSON.parse(e.detail).reason === 'client_ended_by_operator')
         .map((e) => JSON.parse(e.detail).client_id),
     ).toEqual([ada.clientId, ada.clientId]);
+    // No longer among those acting for members; still known, with none, under --all (the pre-registered ones too).
+    expect((await listed()).map((c) => c['id'])).not.toContain(ada.clientId);
+    expect((await listed()).map((c) => c['id'])).toContain(otherId);
+    const all = await listed('--all');
+    expect(all).toContainEqual(expect.objectContaining({ id: ada.clientId, live_connections: 0, users: 0 }));
+    expect(all).toContainEqual(expect.objectContaining({ kind: 'preregistered', live_connections: 0 }));
     // Again: nothing left to end. An unknown client is refused.
     expect((await svc('clients', 'disconnect', '--client-id', ada.clientId)).out).toMatch(
       /: 0 connections ended/,
