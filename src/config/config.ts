@@ -279,7 +279,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     }
     for (const variable of PUBLIC_URLS) {
       const url = e[variable];
-      if (url !== undefined && !url.startsWith('https://') && !onLoopback(url)) {
+      if (url !== undefined && new URL(url).protocol !== 'https:' && !onLoopback(url)) {
         throw new ConfigError(
           `Invalid ${shown(variable, source[variable])}: must be https when NODE_ENV=production (TLS may end at ` +
             'your proxy; the URL is the one clients use), unless its host is this machine',

@@ -33,7 +33,7 @@ export const urls = {
 };
 
 /**
- * The path of a surface's configured public URL (`/agency` for `https://example.com/agency`), or '' : the prefix a
+ * The path of a surface's configured public URL (`/agency` for `https://example.com/agency`), or '': the prefix a
  * proxy in front strips before forwarding, and that the URLs the surface advertises carry.
  */
 export function publicPath(c: Config, s: Surface): string {
