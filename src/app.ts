@@ -1,6 +1,8 @@
 import type { AddressInfo } from 'node:net';
+import process from 'node:process';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
+import { authServerReadiness } from './agency-mcp/gateway.js';
 import { agencyMcpSurface } from './agency-mcp/plugin.js';
 import { apiServerOptions, apiSurface } from './api/plugin.js';
 import { authServerOptions, authSurface } from './auth/plugin.js';
@@ -55,6 +57,13 @@ interface SurfaceModule {
   plugin: (app: FastifyInstance, ctx: AppContext) => Promise<void>;
   /** Server-level behaviour the surface owns: static headers, the shape of raw connection errors. */
   serverOptions?: (ctx: AppContext) => SurfaceServerOptions;
+  /**
+   * What the surface needs beyond the context's dependencies to serve, checked by its `/ready` beside them: each one
+   * down makes it 503, as the database does.
+   */
+  readiness?: (ctx: AppContext) => Promise<Readiness['checks']>;
+  /** The surface serves `GET /health` itself (the REST API's, SPEC §2.3, in its contract's shape and headers). */
+  ownHealth?: true;
 }
 
 /**
@@ -65,6 +74,7 @@ const SURFACE_MODULES: Record<Surface, SurfaceModule> = {
   api: {
     plugin: (app, ctx) => apiSurface(app, ctx, restHostCompanions(ctx)),
     serverOptions: (ctx) => apiServerOptions(ctx, AI_CATALOG_PATH),
+    ownHealth: true,
   },
   mcp: {
     plugin: (app, ctx) => mcpSurface(app, ctx, mcpHostCompanions(ctx, 'user')),
@@ -73,6 +83,7 @@ const SURFACE_MODULES: Record<Surface, SurfaceModule> = {
   'agency-mcp': {
     plugin: (app, ctx) => agencyMcpSurface(app, ctx, mcpHostCompanions(ctx, 'agency')),
     serverOptions: () => MCP_SERVER_OPTIONS,
+    readiness: authServerReadiness,
   },
   auth: {
     plugin: (app, ctx) =>
@@ -356,12 +367,28 @@ async function checkReadiness(
 }
 
 /**
- * GET /ready on every host, for a load balancer: 200 while this instance can serve (`ready`, or `degraded` with Redis
- * down or writes refused), else 503 naming the database. GET /health stays liveness only (the process serves).
+ * GET /health on the hosts that do not serve it themselves: liveness, the process serves. Only the REST API served it,
+ * though docs/deployment.md promised it on every host: a liveness probe on another host, as the docs said to set one,
+ * met 404, and a supervisor that restarts on a failed probe restarted that process for good.
  */
-function readinessRoute(app: FastifyInstance, ctx: AppContext): void {
+function healthRoute(app: FastifyInstance): void {
+  app.get('/health', async (_request, reply) =>
+    reply
+      .header('cache-control', 'no-store')
+      .send({ status: 'healthy', uptime: Math.floor(process.uptime()) }),
+  );
+}
+
+/**
+ * GET /ready on every host, for a load balancer: 200 while this instance can serve (`ready`, or `degraded` with Redis
+ * down or writes refused), else 503 naming what it cannot serve without: the database, or what the surface needs of
+ * its own (a split agency MCP server's authorization server). GET /health stays liveness only (the process serves).
+ */
+function readinessRoute(app: FastifyInstance, ctx: AppContext, module: SurfaceModule): void {
   app.get('/ready', async (_request, reply) => {
-    const { status, checks } = await ctx.readiness();
+    const [shared, own] = await Promise.all([ctx.readiness(), module.readiness?.(ctx) ?? {}]);
+    const checks = { ...shared.checks, ...own };
+    const status = Object.values(own).includes('down') ? 'unavailable' : shared.status;
     const serving = status !== 'unavailable';
     return reply
       .code(serving ? 200 : 503)
@@ -379,7 +406,8 @@ async function listen(ctx: AppContext, surface: Surface, module: SurfaceModule):
     metrics: ctx.metrics,
     ...module.serverOptions?.(ctx),
   });
-  readinessRoute(app, ctx);
+  if (!module.ownHealth) healthRoute(app);
+  readinessRoute(app, ctx, module);
   await app.register(async (scope) => module.plugin(scope, ctx));
   try {
     await app.listen({ host: config.host, port: config.ports[surface] });

@@ -1,4 +1,6 @@
 import { Buffer } from 'node:buffer';
+import { get as httpGet } from 'node:http';
+import { get as httpsGet } from 'node:https';
 import { DependencyUnavailable, DependencyWatch } from '../http/dependency-outage.js';
 import { ApiError, type ErrorBody, UNAVAILABLE_MESSAGE } from '../http/errors.js';
 import type { AgencyCall } from './auth.js';
@@ -238,4 +240,40 @@ export class DashboardGateway {
       return undefined;
     }
   }
+}
+
+/** How long readiness waits for the authorization server, as it waits for the database (app.ts). */
+const AUTH_SERVER_READINESS_MS = 2000;
+
+/**
+ * Whether a split agency MCP server (`--only agency-mcp`) reaches the authorization server, which it cannot serve a
+ * tool call without (the token exchange, the dashboard API): its `GET /health` within the bound. Nothing to check when
+ * the auth surface runs in this process. The calls' own outages are logged by the gateway's watch; this only reads.
+ */
+export async function authServerReadiness(ctx: AppContext): Promise<Record<string, 'up' | 'down'>> {
+  if (inProcessDashboardApi(ctx)) return {};
+  const timeout = Math.min(ctx.config.authServerTimeoutMs, AUTH_SERVER_READINESS_MS);
+  return { auth_server: (await answersHealth(`${urls.issuer(ctx.config)}/health`, timeout)) ? 'up' : 'down' };
+}
+
+/**
+ * Whether `url` answers 2xx within `timeoutMs`, on a connection of its own closed after it, as a balancer's health
+ * check is: a probe on the calls' pooled keep-alive connections would share their fate, and leave one more of them open.
+ */
+function answersHealth(url: string, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const get = url.startsWith('https:') ? httpsGet : httpGet;
+    const request = get(url, { agent: false, headers: { connection: 'close' } }, (res) => {
+      res.resume();
+      res.on('end', () => done((res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 300));
+      res.on('error', () => done(false));
+    });
+    request.on('error', () => done(false));
+    // The whole exchange within the bound, not only each wait for a byte.
+    const timer = setTimeout(() => request.destroy(), timeoutMs);
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      resolve(ok);
+    };
+  });
 }

@@ -193,15 +193,31 @@ it(`an authorization server that stops answering is an outage: 503 with Retry-Af
     AGENCY_MCP_CLIENT_SECRET: AGENCY_SECRET,
     AUTH_SERVER_TIMEOUT_MS: '300',
   });
+  const ready = async () => {
+    const res = await fetch(`${url}/ready`);
+    return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.json() };
+  };
   try {
     const { token } = await grant(server);
+    expect(await ready()).toMatchObject({
+      status: 200,
+      body: { status: 'ready', checks: { auth_server: 'up' } },
+    });
     forwarder.stall();
     for (let i = 0; i < 2; i++) {
       await expectOutage(await listClients(`${url}/mcp`, token), '5');
     }
+    // Out of rotation meanwhile: this instance serves no tool call without the authorization server.
+    expect(await ready()).toMatchObject({
+      status: 503,
+      retryAfter: '5',
+      body: { status: 'unavailable', checks: { database: 'up', auth_server: 'down' } },
+    });
     // Warnings and errors beside the access log's lines (a 503 is logged per request there, at error).
     const lines = logs.lines.filter((l) => (l['level'] as number) >= 40 && l['msg'] !== 'request');
     expect(lines.map((l) => l['msg'])).toEqual(['authorization server (dashboard API) unavailable']);
+    forwarder.resume();
+    expect(await ready()).toMatchObject({ status: 200, body: { checks: { auth_server: 'up' } } });
   } finally {
     forwarder.resume();
     await split.close();

@@ -17,6 +17,15 @@ afterAll(async () => {
 });
 
 describe(`readiness (${ENGINE})`, () => {
+  it('every host answers GET /health 200 (liveness), as docs/deployment.md says', async () => {
+    // Only the REST API's did: a liveness probe on another host met 404, and a supervisor restarted it for good.
+    for (const url of Object.values(server.url)) {
+      const res = await fetch(`${url}/health`);
+      expect(res.status, url).toBe(200);
+      expect(await res.json()).toMatchObject({ status: 'healthy', uptime: expect.any(Number) });
+    }
+  });
+
   it('every host answers GET /ready 200 when its dependencies answer', async () => {
     for (const url of Object.values(server.url)) {
       const res = await fetch(`${url}/ready`);
