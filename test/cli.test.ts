@@ -309,6 +309,25 @@ describe('svc', () => {
     }
   });
 
+  it('refuses to start in production without every public URL, naming those unset, before it listens', async () => {
+    const saved = { ...process.env };
+    Object.assign(process.env, {
+      NODE_ENV: 'production',
+      BASE_URL: 'https://api.example.com',
+      AUTH_URL: 'https://auth.example.com',
+    });
+    try {
+      const r = await svc('start');
+      expect(r.code).toBe(2);
+      expect(r.err).toBe(
+        'svc: MCP_URL, AGENCY_MCP_URL must be set when NODE_ENV=production: the public URLs clients use (the ' +
+          'token issuer and audiences), which would otherwise be the listen addresses',
+      );
+    } finally {
+      process.env = saved;
+    }
+  });
+
   it('seeds the demo accounts once', async () => {
     expect((await svc('seed-demo')).out).toBe('created ada, grace, linus');
     expect((await svc('seed-demo')).out).toBe('demo already seeded');

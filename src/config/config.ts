@@ -153,6 +153,15 @@ export type Env = z.infer<typeof envSchema>;
 export type Surface = 'api' | 'mcp' | 'agency-mcp' | 'auth';
 export const SURFACES: readonly Surface[] = ['api', 'mcp', 'agency-mcp', 'auth'];
 
+/** The setting of each surface's public URL. */
+export const URL_SETTINGS: Readonly<Record<Surface, 'BASE_URL' | 'MCP_URL' | 'AGENCY_MCP_URL' | 'AUTH_URL'>> =
+  {
+    api: 'BASE_URL',
+    mcp: 'MCP_URL',
+    'agency-mcp': 'AGENCY_MCP_URL',
+    auth: 'AUTH_URL',
+  };
+
 /** The setting of each surface's port, for messages that tell an operator what to change. */
 export const PORT_SETTINGS: Readonly<Record<Surface, keyof Env>> = {
   api: 'API_PORT',
@@ -175,6 +184,8 @@ export interface Config {
   metricsHost: string;
   /** Configured public URLs; a surface on port 0 has none here and gets one once the services listen (`publishBindings`). */
   urls: Record<Surface, string | undefined>;
+  /** The surfaces whose public URL was set, not taken from the listen address. */
+  urlsSet: readonly Surface[];
   dataDir: string;
   databaseUrl: string | undefined;
   databasePoolSize: number;
@@ -301,7 +312,7 @@ const agencyMcpSecrets = (secrets: readonly string[]) => ({
  * or on this machine: over plain http the bearer tokens, the codes and the browser session would cross the network in
  * the clear, and the cookies would lose `__Host-` and `Secure`. It was accepted, and a missed `s` went unnoticed.
  */
-const PUBLIC_URLS = ['BASE_URL', 'MCP_URL', 'AGENCY_MCP_URL', 'AUTH_URL'] as const;
+const PUBLIC_URLS = Object.values(URL_SETTINGS);
 
 const LOOPBACK = addressSet(['loopback']);
 
@@ -365,6 +376,7 @@ function fromEnv(e: Env): Config {
       'agency-mcp': e.AGENCY_MCP_URL ?? loopbackUrl(ports['agency-mcp']),
       auth: e.AUTH_URL ?? loopbackUrl(ports.auth),
     },
+    urlsSet: SURFACES.filter((surface) => e[URL_SETTINGS[surface]] !== undefined),
     dataDir: e.DATA_DIR,
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
