@@ -57,6 +57,7 @@ export class DashboardGateway {
   private readonly basic: string;
   /** The dashboard API over HTTP (a split deployment): its outages are logged once, not per call. */
   private readonly authServer: DependencyWatch;
+  private observed = false;
 
   constructor(private readonly ctx: AppContext) {
     this.exchanged = new Lru(Math.max(ctx.config.tokenCacheSize, 1));
@@ -227,6 +228,12 @@ export class DashboardGateway {
    * watch (logged once, not per request) and returned as undefined.
    */
   private async authServerRequest(url: string, init: RequestInit): Promise<DashboardApiResponse | undefined> {
+    // Reported as `svc_dependency_up{dependency="auth_server"}` once this instance reaches it over HTTP (a split
+    // deployment); in-process there is nothing to watch.
+    if (!this.observed) {
+      this.observed = true;
+      this.ctx.metrics.observeDependency('auth_server', this.authServer);
+    }
     try {
       const res = await fetch(url, {
         ...init,

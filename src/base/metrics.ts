@@ -14,6 +14,11 @@ export interface CacheCounter {
 export const REFRESH_OUTCOMES = ['rotated', 'grace_replay', 'reuse_detected'] as const;
 export type RefreshOutcome = (typeof REFRESH_OUTCOMES)[number];
 
+/** Anything that knows whether its dependency is up: a `DependencyWatch`. */
+export interface DependencyState {
+  readonly available: boolean;
+}
+
 export interface Metrics {
   /** One answered HTTP request; `route` is the route pattern (bounded), never the raw path. */
   httpRequest(
@@ -38,6 +43,8 @@ export interface Metrics {
   connectionRevoked(reason: string, count?: number): void;
   /** A request refused by a rate limit, by the limiter's key prefix (`signin-ip`, `dcr-ip`...). */
   rateLimited(limit: string): void;
+  /** Reports a dependency as `svc_dependency_up{dependency=name}`, read from its watch when scraped. */
+  observeDependency(name: string, state: DependencyState): void;
 }
 
 const NO_COUNT: CacheCounter = { lookup: () => {} };
@@ -53,4 +60,5 @@ export const NO_METRICS: Metrics = {
   refresh: () => {},
   connectionRevoked: () => {},
   rateLimited: () => {},
+  observeDependency: () => {},
 };

@@ -3,7 +3,13 @@ import type { AddressInfo } from 'node:net';
 import process from 'node:process';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { PACKAGE_IDENTITY } from '../base/package-identity.js';
-import { type CacheCounter, type Metrics, REFRESH_OUTCOMES, type RefreshOutcome } from '../base/metrics.js';
+import {
+  type CacheCounter,
+  type DependencyState,
+  type Metrics,
+  REFRESH_OUTCOMES,
+  type RefreshOutcome,
+} from '../base/metrics.js';
 import { type Config, SURFACES, urlHost } from '../config/config.js';
 import { REVOKE_REASONS } from '../domain/connections.js';
 import type { PoolStats } from '../store/database.js';
@@ -49,11 +55,6 @@ function flush(counts: Iterable<PendingCount>): void {
     c.series.inc(c.pending);
     c.pending = 0;
   }
-}
-
-/** Anything that knows whether its dependency is up: a `DependencyWatch`. */
-export interface DependencyState {
-  readonly available: boolean;
 }
 
 /**
@@ -195,7 +196,7 @@ export class PrometheusMetrics implements Metrics {
     this.refusals.labels(limit).inc();
   }
 
-  /** Reports a dependency (`database`, `redis`) as `svc_dependency_up`, read from its watch when scraped. */
+  /** Reports a dependency (`database`, `redis`, `auth_server`) as `svc_dependency_up`, read when scraped. */
   observeDependency(name: string, state: DependencyState): void {
     this.dependencies.set(name, state);
   }

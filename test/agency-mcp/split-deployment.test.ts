@@ -7,6 +7,7 @@ import { inProcessDashboardApi } from '../../src/dashboard-api/plugin.js';
 import { revokeConnection } from '../../src/domain/connections.js';
 import { ENGINE, LogCapture, startTestServer, type TestServer } from '../helpers/harness.js';
 import { connectClient, MODERN, modernRequest } from '../helpers/mcp.js';
+import { dependencyUp } from '../helpers/ops.js';
 import { TcpForwarder } from '../helpers/tcp-forwarder.js';
 import { AGENCY_SECRET, grant } from './helpers.js';
 
@@ -192,6 +193,7 @@ it(`an authorization server that stops answering is an outage: 503 with Retry-Af
     AGENCY_MCP_URL: url,
     AGENCY_MCP_CLIENT_SECRET: AGENCY_SECRET,
     AUTH_SERVER_TIMEOUT_MS: '300',
+    METRICS_PORT: '0',
   });
   const ready = async () => {
     const res = await fetch(`${url}/ready`);
@@ -207,6 +209,8 @@ it(`an authorization server that stops answering is an outage: 503 with Retry-Af
     for (let i = 0; i < 2; i++) {
       await expectOutage(await listClients(`${url}/mcp`, token), '5');
     }
+    // The metric an operator alerts on says so too (only the log did).
+    expect(await dependencyUp(split.metricsUrl!, 'auth_server')).toBe(0);
     // Out of rotation meanwhile: this instance serves no tool call without the authorization server.
     expect(await ready()).toMatchObject({
       status: 503,
@@ -218,6 +222,8 @@ it(`an authorization server that stops answering is an outage: 503 with Retry-Af
     expect(lines.map((l) => l['msg'])).toEqual(['authorization server (dashboard API) unavailable']);
     forwarder.resume();
     expect(await ready()).toMatchObject({ status: 200, body: { checks: { auth_server: 'up' } } });
+    expect((await listClients(`${url}/mcp`, token)).status).toBe(200);
+    expect(await dependencyUp(split.metricsUrl!, 'auth_server')).toBe(1);
   } finally {
     forwarder.resume();
     await split.close();
