@@ -209,6 +209,20 @@ it('svc users create --password-stdin reads the password from standard input, ne
   }
 });
 
+it('a reader that leaves early (`svc clients list --all | head -1`): the command ends quietly, its exit code 0', async () => {
+  const cli = spawn(process.execPath, ['bin/svc.js', 'clients', 'list', '--all'], {
+    env: cliEnv(db.env, { LOG_LEVEL: 'warn' }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  // Gone before the command has written anything: its first line meets a closed pipe (EPIPE).
+  cli.stdout!.destroy();
+  let err = '';
+  cli.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  const code = await new Promise<number | null>((resolve) => cli.on('exit', resolve));
+  expect(err).toBe('');
+  expect(code).toBe(0);
+});
+
 it('four `svc seed-demo` processes at once on one empty database all succeed, with one set of demo data and one key', async () => {
   // Several processes starting together on an empty database (instances behind a load balancer, the --only split)
   // migrate and seed at once; each is a separate process, as in production.
