@@ -42,8 +42,11 @@ const COMMANDS = [
   'users set-password',
   'users pin',
   'clients pin',
+  'clients disconnect',
+  'clients list',
   'sessions create',
   'keys rotate',
+  'keys withdraw',
 ];
 
 describe('svc', () => {
@@ -51,6 +54,12 @@ describe('svc', () => {
     const r = await svc('--help');
     expect(r.code).toBe(0);
     for (const c of COMMANDS) expect(r.out).toContain(c);
+    // Each summary in one column, past the longest name (a long name ran into its summary).
+    const summaryAt = (command: string) => {
+      const line = r.out.split('\n').find((l) => l.startsWith(`  ${command}  `))!;
+      return line.length - line.slice(command.length + 2).trimStart().length;
+    };
+    expect(new Set(COMMANDS.map(summaryAt))).toEqual(new Set([summaryAt('users set-password')]));
   });
 
   it('says which build it is (--version, or version), with no setting read', async () => {

@@ -415,7 +415,9 @@ function help(name?: string): string {
       `  --${'help'.padEnd(16)} show this help`,
     ].join('\n');
   }
-  const list = Object.entries(COMMANDS).map(([k, c]) => `  ${k.padEnd(16)} ${c.summary}`);
+  // The summaries in one column, past the longest name (`clients disconnect` ran into its summary at 16).
+  const width = Math.max(...Object.keys(COMMANDS).map((k) => k.length));
+  const list = Object.entries(COMMANDS).map(([k, c]) => `  ${k.padEnd(width)}  ${c.summary}`);
   return [
     'Usage: svc <command> [options]',
     '',
