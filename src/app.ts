@@ -1,10 +1,10 @@
 import type { AddressInfo } from 'node:net';
-import process from 'node:process';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { authServerReadiness } from './agency-mcp/gateway.js';
 import { agencyMcpSurface } from './agency-mcp/plugin.js';
 import { apiServerOptions, apiSurface } from './api/plugin.js';
+import { healthRoute } from './http/health.js';
 import { authServerOptions, authSurface } from './auth/plugin.js';
 import { AI_CATALOG_PATH } from './companions/ai-catalog.js';
 import { mcpHostCompanions, restHostCompanions } from './companions/hosts.js';
@@ -386,19 +386,6 @@ async function checkReadiness(
 }
 
 /**
- * GET /health on the hosts that do not serve it themselves: liveness, the process serves. Only the REST API served it,
- * though docs/deployment.md promised it on every host: a liveness probe on another host, as the docs said to set one,
- * met 404, and a supervisor that restarts on a failed probe restarted that process for good.
- */
-function healthRoute(app: FastifyInstance): void {
-  app.get('/health', async (_request, reply) =>
-    reply
-      .header('cache-control', 'no-store')
-      .send({ status: 'healthy', uptime: Math.floor(process.uptime()) }),
-  );
-}
-
-/**
  * GET /ready on every host, for a load balancer: 200 while this instance can serve (`ready`, or `degraded` with Redis
  * down or writes refused), else 503 naming what it cannot serve without: the database, or what the surface needs of
  * its own (a split agency MCP server's authorization server). GET /health stays liveness only (the process serves).
@@ -425,6 +412,7 @@ async function listen(ctx: AppContext, surface: Surface, module: SurfaceModule):
     metrics: ctx.metrics,
     ...module.serverOptions?.(ctx),
   });
+  // The REST API registers its own, within its scope.
   if (!module.ownHealth) healthRoute(app);
   readinessRoute(app, ctx, module);
   await app.register(async (scope) => module.plugin(scope, ctx));

@@ -1,5 +1,5 @@
-import process from 'node:process';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { healthRoute } from '../http/health.js';
 import { type DocumentBuilders, servePublicDocuments } from '../http/public-documents.js';
 import type { AppContext } from '../context.js';
 import { urls } from '../context.js';
@@ -47,7 +47,7 @@ export async function apiSurface(
   app.decorateRequest('requestedVersion', undefined);
   app.removeContentTypeParser('text/plain');
 
-  app.get('/health', async () => ({ status: 'healthy', uptime: Math.floor(process.uptime()) }));
+  healthRoute(app);
 
   app.get('/me', async (request, reply) => {
     // The version header is checked before anything else: a bad one is a 400 whatever the token (docs/contract.md#versioning).
