@@ -13,13 +13,12 @@ import { signInRoutes } from './dashboard/sign-in.js';
 import { dashboardApiRoutes } from './dashboard-api/plugin.js';
 import {
   type Config,
-  ConfigError,
   knownUrl,
   PORT_SETTINGS,
   publishBindings,
+  requirePublicUrls,
   SURFACES,
   type Surface,
-  URL_SETTINGS,
 } from './config/config.js';
 import { type AppContext, type Readiness, urls } from './context.js';
 import { atMostEvery, type Clock, systemClock } from './base/clock.js';
@@ -325,22 +324,6 @@ function openRedis(url: string, log: FastifyBaseLogger, prometheus: PrometheusMe
   const watch = new DependencyWatch('redis (rate limits fall back to memory)', log);
   prometheus?.observeDependency('redis', watch);
   return connectRedis(url, watch);
-}
-
-/**
- * In production every public URL is set, whichever surfaces this process serves: they are the token issuer and the
- * audiences every surface checks, and the addresses the documents advertise. Unset, each defaulted to its listen
- * address (`http://127.0.0.1:4003` as the issuer), which no client elsewhere can use, and the MCP hosts, which accept
- * only their public host in production, refused every request from outside.
- */
-function requirePublicUrls(config: Config): void {
-  if (!config.production) return;
-  const unset = SURFACES.filter((surface) => !config.urlsSet.includes(surface)).map((s) => URL_SETTINGS[s]);
-  if (unset.length === 0) return;
-  throw new ConfigError(
-    `${unset.join(', ')} must be set when NODE_ENV=production: the public URLs clients use (the token issuer and ` +
-      'audiences), which would otherwise be the listen addresses',
-  );
 }
 
 /** How long readiness waits for each dependency before calling it down. */

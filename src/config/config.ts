@@ -154,13 +154,12 @@ export type Surface = 'api' | 'mcp' | 'agency-mcp' | 'auth';
 export const SURFACES: readonly Surface[] = ['api', 'mcp', 'agency-mcp', 'auth'];
 
 /** The setting of each surface's public URL. */
-export const URL_SETTINGS: Readonly<Record<Surface, 'BASE_URL' | 'MCP_URL' | 'AGENCY_MCP_URL' | 'AUTH_URL'>> =
-  {
-    api: 'BASE_URL',
-    mcp: 'MCP_URL',
-    'agency-mcp': 'AGENCY_MCP_URL',
-    auth: 'AUTH_URL',
-  };
+const URL_SETTINGS: Readonly<Record<Surface, 'BASE_URL' | 'MCP_URL' | 'AGENCY_MCP_URL' | 'AUTH_URL'>> = {
+  api: 'BASE_URL',
+  mcp: 'MCP_URL',
+  'agency-mcp': 'AGENCY_MCP_URL',
+  auth: 'AUTH_URL',
+};
 
 /** The setting of each surface's port, for messages that tell an operator what to change. */
 export const PORT_SETTINGS: Readonly<Record<Surface, keyof Env>> = {
@@ -320,6 +319,23 @@ const LOOPBACK = addressSet(['loopback']);
 function onLoopback(url: string): boolean {
   const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
   return host === 'localhost' || (isIP(host) !== 0 && LOOPBACK.has(host));
+}
+
+/**
+ * For `svc start` (other commands need no URL), beside the https rule of `loadConfig`: in production every public URL
+ * is set, whichever surfaces this process serves. They are the token issuer and the audiences every surface checks,
+ * and the addresses the documents advertise. Unset, each defaulted to its listen address (`http://127.0.0.1:4003` as
+ * the issuer), which no client elsewhere can use, and the MCP hosts, which accept only their public host in
+ * production, refused every request from outside.
+ */
+export function requirePublicUrls(config: Config): void {
+  if (!config.production) return;
+  const unset = SURFACES.filter((surface) => !config.urlsSet.includes(surface)).map((s) => URL_SETTINGS[s]);
+  if (unset.length === 0) return;
+  throw new ConfigError(
+    `${unset.join(', ')} must be set when NODE_ENV=production: the public URLs clients use (the token issuer and ` +
+      'audiences), which would otherwise be the listen addresses',
+  );
 }
 
 /** Loaded once, read everywhere: nothing may change the configuration after it is validated. */
