@@ -61,7 +61,7 @@ export class DashboardGateway {
 
   constructor(private readonly ctx: AppContext) {
     this.exchanged = new Lru(Math.max(ctx.config.tokenCacheSize, 1));
-    const credentials = `${encodeURIComponent(AGENCY_MCP_CLIENT_ID)}:${encodeURIComponent(ctx.config.agencyMcp.clientSecret)}`;
+    const credentials = `${encodeURIComponent(AGENCY_MCP_CLIENT_ID)}:${encodeURIComponent(ctx.config.agencyMcp.clientSecrets[0])}`;
     this.basic = `Basic ${Buffer.from(credentials).toString('base64')}`;
     this.authServer = new DependencyWatch('authorization server (dashboard API)', ctx.log);
   }

@@ -126,7 +126,7 @@ function authenticateInternalClient(ctx: AppContext, authorization: string | und
   }
   // Every accepted secret is compared (each in constant time), whichever matches: the time does not say which.
   let secretOk = false;
-  for (const accepted of ctx.config.agencyMcp.acceptedSecrets)
+  for (const accepted of ctx.config.agencyMcp.clientSecrets)
     secretOk = safeEqual(secret, accepted) || secretOk;
   if (id !== AGENCY_MCP_CLIENT_ID || !secretOk) throw refuse();
 }

@@ -137,7 +137,8 @@ export const envSchema = z.object({
   // A comma-separated list while the secret is rotated: the first is presented, each is accepted.
   AGENCY_MCP_CLIENT_SECRET: z
     .string()
-    .transform(commaList)
+    // A split string has at least one entry.
+    .transform((value) => commaList(value) as [string, ...string[]])
     .refine(
       (secrets) => secrets.length <= 3 && secrets.every((s) => s.length >= 32 && s.length <= 512),
       'one secret of 32 to 512 characters, or while one is rotated up to three, comma-separated',
@@ -251,15 +252,12 @@ export interface Config {
   };
   agencyMcp: {
     /**
-     * The secret the agency MCP server authenticates with (as the internal client) at the token exchange. When
-     * AGENCY_MCP_CLIENT_SECRET is unset, a random one per process: enough when `agency-mcp` and `auth` share a process.
+     * The internal client's secrets at the token exchange, as AGENCY_MCP_CLIENT_SECRET lists them: the agency MCP server
+     * presents the first, the token exchange accepts each, so that a rotation needs no moment when the processes
+     * disagree (docs/deployment.md#rotating-the-agency-mcp-client-secret). When the setting is unset, one random secret
+     * per process: enough when `agency-mcp` and `auth` share a process.
      */
-    clientSecret: string;
-    /**
-     * The secrets the token exchange accepts from it: every one AGENCY_MCP_CLIENT_SECRET lists, so that a rotation
-     * needs no moment when the processes disagree (docs/deployment.md#rotating-the-agency-mcp-client-secret).
-     */
-    acceptedSecrets: readonly string[];
+    clientSecrets: readonly [presented: string, ...alsoAccepted: string[]];
   };
 }
 
@@ -299,12 +297,6 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   }
   return deepFreeze(fromEnv(e));
 }
-
-/** The first secret is the one presented; each is accepted. */
-const agencyMcpSecrets = (secrets: readonly string[]) => ({
-  clientSecret: secrets[0]!,
-  acceptedSecrets: secrets,
-});
 
 /**
  * The public URLs. In production each is https (OAuth 2.1 §1.5: TLS for every endpoint; RFC 8414 §2: an https issuer),
@@ -444,7 +436,9 @@ function fromEnv(e: Env): Config {
         testDnsServers: e.CIMD_TEST_DNS_SERVERS,
       },
     },
-    agencyMcp: agencyMcpSecrets(e.AGENCY_MCP_CLIENT_SECRET ?? [randomBytes(32).toString('base64url')]),
+    agencyMcp: {
+      clientSecrets: e.AGENCY_MCP_CLIENT_SECRET ?? [randomBytes(32).toString('base64url')],
+    },
   };
 }
 

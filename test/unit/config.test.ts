@@ -102,14 +102,9 @@ describe('configuration from the environment', () => {
 
   it('takes a list of agency MCP client secrets while one is rotated: the first presented, each accepted', () => {
     const [a, b] = ['a'.repeat(32), 'b'.repeat(40)];
-    expect(load({ AGENCY_MCP_CLIENT_SECRET: a }).agencyMcp).toEqual({
-      clientSecret: a,
-      acceptedSecrets: [a],
-    });
-    expect(load({ AGENCY_MCP_CLIENT_SECRET: `${b}, ${a}` }).agencyMcp).toEqual({
-      clientSecret: b,
-      acceptedSecrets: [b, a],
-    });
+    // The first is the one presented (the gateway's), each one accepted (the token exchange's).
+    expect(load({ AGENCY_MCP_CLIENT_SECRET: a }).agencyMcp).toEqual({ clientSecrets: [a] });
+    expect(load({ AGENCY_MCP_CLIENT_SECRET: `${b}, ${a}` }).agencyMcp).toEqual({ clientSecrets: [b, a] });
     // Each one is a secret of its own: a short one in the list is refused like a short one alone.
     expect(failure({ AGENCY_MCP_CLIENT_SECRET: `${a},short` })).toMatch(
       /^Invalid AGENCY_MCP_CLIENT_SECRET \(/,
