@@ -1,4 +1,4 @@
-import type { Kysely, Transaction } from 'kysely';
+import type { ExpressionBuilder, Kysely, Transaction } from 'kysely';
 import type { PreparedSql } from '../store/prepared.js';
 import type { ConnectionsTable, Database, MembersTable } from '../store/schema.js';
 import { audit, type AuditType } from './audit.js';
@@ -238,6 +238,10 @@ export async function isConnectionLive(sql: PreparedSql, clock: Clock, id: strin
   return row !== undefined && row.status === 'active' && row.expires_at > clock.now();
 }
 
+/** `isConnectionLive`'s rule as a query condition: active and unexpired at `now`. */
+const live = (now: number) => (eb: ExpressionBuilder<Database, 'connections'>) =>
+  eb.and([eb('status', '=', 'active'), eb('expires_at', '>', now)]);
+
 export function findConnection(db: Db, id: string): Promise<ConnectionRow | undefined> {
   return db.selectFrom('connections').selectAll().where('id', '=', id).executeTakeFirst();
 }
@@ -255,8 +259,7 @@ export function listLiveConnections(
     .selectFrom('connections')
     .selectAll()
     .where('user_id', '=', userId)
-    .where('status', '=', 'active')
-    .where('expires_at', '>', now)
+    .where(live(now))
     .orderBy('created_at', 'desc')
     .execute();
 }
@@ -348,8 +351,7 @@ export async function liveConnectionsByClient(db: Db, now: number): Promise<Clie
       eb.fn.count('user_id').distinct().as('users'),
       eb.fn.max('last_used_at').as('last_used_at'),
     ])
-    .where('status', '=', 'active')
-    .where('expires_at', '>', now)
+    .where(live(now))
     .groupBy('client_id')
     .execute();
   return rows.map((r) => ({
