@@ -22,6 +22,13 @@ export const postSession = (base: string, username: string, password = `${userna
     body: JSON.stringify({ username, password }),
   });
 
+/**
+ * Whether the host at `base` reads every dependency up on `/ready`: `ready`, not `degraded` (both are 200, since Redis
+ * down or writes refused leave the instance serving), the way to wait for Redis to be back.
+ */
+export const readyInFull = async (base: string): Promise<boolean> =>
+  ((await (await fetch(`${base}/ready`)).json()) as { status: string }).status === 'ready';
+
 /** Polls every 100 ms until `check` holds; returns the milliseconds it took, or -1 after `timeoutMs`. */
 export async function within(check: () => Promise<boolean>, timeoutMs: number): Promise<number> {
   const started = Date.now();

@@ -5,7 +5,7 @@ import { UNAVAILABLE_MESSAGE } from '../../src/http/errors.js';
 import { REDIS_HANDSHAKE_TIMEOUT_MS, REDIS_TIMEOUT_MS } from '../../src/http/rate-limit.js';
 import { ENGINE, freshDatabase, signIn, startTestServer, type TestServer } from '../helpers/harness.js';
 import { modernRequest, userReads } from '../helpers/mcp.js';
-import { MARGIN_MS, OPS_REDIS_URL, postSession, within } from '../helpers/ops.js';
+import { MARGIN_MS, OPS_REDIS_URL, postSession, readyInFull, within } from '../helpers/ops.js';
 import { TcpForwarder } from '../helpers/tcp-forwarder.js';
 import { grant } from '../agency-mcp/helpers.js';
 
@@ -220,9 +220,8 @@ describe(`Redis stalled behind a forwarder (${ENGINE})`, () => {
     return { statuses, inRedis };
   };
   const redisLines = () => server.logs.lines.filter((l) => String(l['msg']).startsWith('redis'));
-  /** Redis answers readiness again: `ready`, no longer `degraded` (both are 200, since Redis down leaves it serving). */
-  const redisUp = async () =>
-    ((await (await fetch(`${server.url.api}/ready`)).json()) as { status: string }).status === 'ready';
+  /** Redis answers readiness again. */
+  const redisUp = () => readyInFull(server.url.api);
 
   it('counts in Redis while it answers', async () => {
     expect(await failures(1)).toEqual({ statuses: [401], inRedis: '1' });

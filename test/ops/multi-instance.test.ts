@@ -14,7 +14,7 @@ import { KEY_ACTIVATION_DELAY_MS, KEY_REFRESH_INTERVAL_MS } from '../../src/toke
 import { connect, token } from '../auth/oauth-helpers.js';
 import { freshDatabase, type TestServer } from '../helpers/harness.js';
 import { RoundRobinProxy } from '../helpers/round-robin-proxy.js';
-import { MARGIN_MS, OPS_REDIS_URL, postSession, within } from '../helpers/ops.js';
+import { MARGIN_MS, OPS_REDIS_URL, postSession, readyInFull, within } from '../helpers/ops.js';
 import { TcpForwarder } from '../helpers/tcp-forwarder.js';
 import { headerOf } from '../helpers/tokens.js';
 
@@ -337,10 +337,7 @@ describe('two `svc start` processes behind a round-robin balancer (PostgreSQL, R
     }
     for (const instance of instances) {
       // Redis answers each instance's readiness again (`ready`, where it was `degraded`).
-      const ms = await within(async () => {
-        const ready = await fetch(`${instance.url('api')}/ready`);
-        return ((await ready.json()) as { status: string }).status === 'ready';
-      }, 10_000);
+      const ms = await within(() => readyInFull(instance.url('api')), 10_000);
       expect(ms).toBeGreaterThanOrEqual(0);
     }
   });
