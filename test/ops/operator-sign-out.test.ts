@@ -163,8 +163,11 @@ describe(`svc clients disconnect, with an instance serving (${ENGINE})`, () => {
       live_connections: 1,
       users: 1,
     });
-    // The most connected first.
+    // The most connected first: the whole list in that order, not only its head (which an order by id could give).
     expect(before[0]).toMatchObject({ id: ada.clientId });
+    const counts = before.map((c) => c['live_connections'] as number);
+    expect(counts).toEqual([...counts].sort((x, y) => y - x));
+    expect(new Set(counts).size, 'counts that differ, for the order to show').toBeGreaterThan(1);
 
     const r = await svc('clients', 'disconnect', '--client-id', ada.clientId);
     expect(r).toEqual({
