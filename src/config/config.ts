@@ -182,9 +182,12 @@ export interface Config {
    * an internal address while the surfaces face the network (`HOST=0.0.0.0`).
    */
   metricsHost: string;
-  /** Configured public URLs; a surface on port 0 has none here and gets one once the services listen (`publishBindings`). */
+  /**
+   * Public URLs: as set, or else the listen address's (`http://127.0.0.1:4003`); a surface on port 0 has none here and
+   * gets one once the services listen (`publishBindings`).
+   */
   urls: Record<Surface, string | undefined>;
-  /** The surfaces whose public URL was set, not taken from the listen address. */
+  /** The surfaces whose public URL was set (`urls` holds the listen address's for the others). */
   urlsSet: readonly Surface[];
   dataDir: string;
   databaseUrl: string | undefined;
