@@ -46,6 +46,7 @@ import { MCP_SERVER_OPTIONS } from './mcp-kit/endpoint.js';
 import { mcpSurface } from './mcp/plugin.js';
 import { CachedLookup } from './store/cached-lookup.js';
 import { openStore, type Store } from './store/database.js';
+import { embeddedFileExposure } from './store/embedded-file.js';
 import { migrateToLatest } from './store/migrate.js';
 import { LivenessCache } from './tokens/liveness.js';
 import { SigningKeys } from './tokens/signing-keys.js';
@@ -135,6 +136,8 @@ export async function startServices(config: Config, o: StartOptions = {}): Promi
   const logDrops = droppedLogLines(log);
   if (logDrops) prometheus?.observeLogDrops(logDrops);
   const ctx = await createContext(config, log, { ...o, prometheus });
+  const exposure = ctx.store.engine === 'sqlite' ? embeddedFileExposure(config.dataDir) : undefined;
+  if (exposure) log.warn({ data_dir: config.dataDir }, exposure);
   const servers: Partial<Record<Surface, FastifyInstance>> = {};
   let metrics: MetricsListener | undefined;
   try {

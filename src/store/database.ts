@@ -1,5 +1,3 @@
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import SQLite from 'better-sqlite3';
 import {
@@ -18,6 +16,7 @@ import pg from 'pg';
 import type { Config } from '../config/config.js';
 import { whileBusy } from './busy.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './checkpointer.js';
+import { prepareEmbeddedFile } from './embedded-file.js';
 import { isReadOnly } from './pg-errors.js';
 import {
   DEFAULT_LOCK_WAIT_MS,
@@ -249,31 +248,12 @@ function isConnectionFailure(e: unknown): boolean {
   return !(e instanceof pg.DatabaseError) || /^(08|57P0[1-3])/.test(e.code ?? '') || isReadOnly(e);
 }
 
-/** Why DATA_DIR could not be made, by Node's code. */
-const DATA_DIR_PROBLEMS: Record<string, string> = {
-  EEXIST: 'a file is in the way',
-  ENOTDIR: 'a file is in the way',
-  EACCES: 'this process may not create it',
-  EPERM: 'this process may not create it',
-  EROFS: 'its file system is read-only',
-};
-
 function sqliteFile(dataDir: string): {
   database: SQLite.Database;
   shared: SharedRead;
   prepare: (sql: string) => SQLite.Statement;
 } {
-  try {
-    mkdirSync(dataDir, { recursive: true });
-  } catch (e) {
-    // Node's message names the path but not the setting (`EEXIST: file already exists, mkdir '/srv/svc'`).
-    const code = (e as NodeJS.ErrnoException).code ?? '';
-    const problem = DATA_DIR_PROBLEMS[code];
-    throw new Error(
-      `DATA_DIR ${dataDir} cannot hold the embedded database: ${problem ? `${problem} (${code})` : (e as Error).message}`,
-    );
-  }
-  const database = new SQLite(join(dataDir, 'svc.sqlite'));
+  const database = new SQLite(prepareEmbeddedFile(dataDir));
   database.pragma('journal_mode = WAL');
   // Durable commits: WAL with `synchronous = NORMAL` survives a crash of the process but may roll back the last
   // commits after a power cut or a crash of the machine. A rotation answered and then rolled back would leave the
