@@ -36,6 +36,7 @@ async function withStore<T>(fn: (db: Store['db']) => Promise<T>): Promise<T> {
 const COMMANDS = [
   'start',
   'migrate',
+  'backup',
   'seed-demo',
   'users create',
   'users sign-out',

@@ -21,6 +21,7 @@ import {
   UserInputError,
   type UserRow,
 } from '../domain/users.js';
+import { BackupRefused, backupEmbeddedDatabase } from '../store/backup.js';
 import { openStore } from '../store/database.js';
 import { migrateToLatest } from '../store/migrate.js';
 import { issueSessionToken } from '../tokens/session-token.js';
@@ -57,6 +58,15 @@ const COMMANDS: Record<string, Command> = {
         await store.close();
       }
     },
+  },
+  backup: {
+    usage: 'svc backup --to FILE',
+    summary:
+      'Copy the embedded database to a new file (mode 0600) while instances serve and write; for PostgreSQL use pg_dump.',
+    options: {
+      to: { type: 'string', help: 'the new file to write (never replaced; its folder must exist)' },
+    },
+    run: (v, config) => backup(config, required(v, 'to')),
   },
   'seed-demo': {
     usage: 'svc seed-demo',
@@ -260,6 +270,28 @@ const COMMANDS: Record<string, Command> = {
       }),
   },
 };
+
+/**
+ * `svc backup`: the embedded database copied as one snapshot (store/backup.ts), never migrated, and one JSON line
+ * saying what was written. PostgreSQL has its own tools, which know its replication and permissions.
+ */
+async function backup(config: Config, target: string): Promise<void> {
+  if (config.databaseUrl)
+    throw new UsageError(
+      'svc backup copies the embedded database; DATABASE_URL names PostgreSQL: back it up with pg_dump or continuous ' +
+        'archiving (docs/deployment.md#backups)',
+    );
+  const started = Date.now();
+  const made = backupEmbeddedDatabase(config.dataDir, target, config.databaseConnectTimeoutMs);
+  console.log(
+    JSON.stringify({
+      object: 'backup',
+      ...made,
+      taken_at: toRfc3339(started),
+      seconds: Number(((Date.now() - started) / 1000).toFixed(3)),
+    }),
+  );
+}
 
 /** The password of `--password-stdin` (its one line, without the newline) or of `--password`. */
 function passwordOption(v: Record<string, unknown>): string {
@@ -467,7 +499,8 @@ export async function main(argv: string[]): Promise<number> {
       e instanceof ConfigError ||
       e instanceof UsageError ||
       e instanceof UserInputError ||
-      e instanceof DemoSeedRefused
+      e instanceof DemoSeedRefused ||
+      e instanceof BackupRefused
     ) {
       console.error(`svc: ${e.message}`);
       return 2;
