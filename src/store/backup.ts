@@ -57,8 +57,24 @@ export function backupEmbeddedDatabase(dataDir: string, target: string, lockWait
     }
     syncFile(dirname(file), 'r');
     return { file, bytes: statSync(file).size, migration };
+  } catch (e) {
+    throw e instanceof BackupRefused ? e : new BackupFailed(source, file, e);
   } finally {
-    rmSync(partial, { force: true });
+    // The copy's own rollback journal, which SQLite leaves when VACUUM INTO fails (a full disk), goes with it.
+    for (const leftover of [partial, `${partial}-journal`]) rmSync(leftover, { force: true });
+  }
+}
+
+/**
+ * A backup that could not be made, named by both files: SQLite's message alone ("database or disk is full") reads as
+ * the database's own trouble, where it is most often the target's disk.
+ */
+export class BackupFailed extends Error {
+  override name = 'BackupFailed';
+  constructor(source: string, file: string, cause: unknown) {
+    const code = (cause as { code?: unknown }).code;
+    const why = `${cause instanceof Error ? cause.message : String(cause)}${typeof code === 'string' ? ` (${code})` : ''}`;
+    super(`the backup of ${source} to ${file} failed: ${why}; nothing was kept`, { cause });
   }
 }
 

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import {
   chmodSync,
   copyFileSync,
@@ -16,6 +16,7 @@ import SQLite from 'better-sqlite3';
 import { sql } from 'kysely';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/database.js';
+import { migrateToLatest } from '../../src/store/migrate.js';
 import { embeddedFileExposure } from '../../src/store/embedded-file.js';
 import { svc, useDatabaseForCli } from '../helpers/cli.js';
 import { startTestServer } from '../helpers/harness.js';
@@ -233,6 +234,34 @@ describe('svc backup refusals', () => {
     expect(none.err).toContain('no embedded database');
     expect(existsSync(empty)).toBe(false);
   });
+});
+
+describe('svc backup on a full disk', () => {
+  // A file system of its own to fill: a 1 MiB tmpfs, which only root may mount (CI runs as root).
+  it.skipIf(process.getuid?.() !== 0)(
+    'fails naming both files, and leaves nothing on the disk it filled',
+    async () => {
+      const dataDir = folder();
+      const store = openStore({ dataDir, databaseUrl: undefined, databasePoolSize: 1 });
+      await migrateToLatest(store.db);
+      await store.close();
+      fillWithHistory(dataDir, 20_000);
+      const small = folder();
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', small]);
+      try {
+        const target = join(small, 'b.sqlite');
+        const made = await backupProcess(dataDir, target);
+        expect(made.code).toBe(1);
+        expect(made.err.trim()).toBe(
+          `svc: the backup of ${join(dataDir, 'svc.sqlite')} to ${target} failed: database or disk is full ` +
+            '(SQLITE_FULL); nothing was kept',
+        );
+        expect(readdirSync(small)).toEqual([]);
+      } finally {
+        execFileSync('umount', [small]);
+      }
+    },
+  );
 });
 
 describe('the embedded database at rest', () => {
