@@ -652,6 +652,23 @@ describe(`dynamic client registration (${ENGINE})`, () => {
       expect(connected.tokens['access_token']).toBeTruthy();
     }
   });
+  it('scope: the values this server grants are registered and answered, the others left out (RFC 7591 §3.2.1)', async () => {
+    const asked = async (scope: string) =>
+      (await register(server, { redirect_uris: [REDIRECT], scope })).body as Record<string, unknown>;
+    expect((await asked('openid mcp:read admin offline_access mcp:read'))['scope']).toBe(
+      'mcp:read offline_access',
+    );
+    expect(await asked('openid profile')).not.toHaveProperty('scope');
+    // What is stored is what was answered.
+    const answered = await asked('agency:mcp:write admin');
+    const row = await server.services.ctx.db
+      .selectFrom('oauth_clients')
+      .select('metadata')
+      .where('client_id', '=', String(answered['client_id']))
+      .executeTakeFirstOrThrow();
+    expect((JSON.parse(row.metadata) as Record<string, unknown>)['scope']).toBe('agency:mcp:write');
+    expect(answered['scope']).toBe('agency:mcp:write');
+  });
   it('token_endpoint_auth_method private_key_jwt → 400 invalid_client_metadata', async () => {
     const { res, body } = await register(server, {
       redirect_uris: [REDIRECT],

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { issueText } from '../../base/issue-text.js';
+import { ALIASES, SCOPES } from '../../domain/scopes.js';
 import { type ApplicationType, redirectUriProblem } from '../redirect-uri.js';
 
 /** A client as the authorization endpoint sees it, whatever its kind (docs/contract.md#connections `oauth_clients.kind`). */
@@ -125,11 +126,30 @@ export function checkClientMetadata(
   return {
     ok: true,
     metadata: {
-      ...withoutUnrelatedHosts(m, o.operatorTrusted ? undefined : relatedHosts(m.redirect_uris, o.verifiedHost)),
+      ...withKnownScopes(
+        withoutUnrelatedHosts(m, o.operatorTrusted ? undefined : relatedHosts(m.redirect_uris, o.verifiedHost)),
+      ),
       application_type: applicationType,
       token_endpoint_auth_method: 'none',
     },
   };
+}
+
+/** Every scope value this server can grant, under its own name or an alias (domain/scopes.ts). */
+const KNOWN_SCOPES = new Set<string>([...Object.values(SCOPES), ...Object.keys(ALIASES)]);
+
+/**
+ * RFC 7591 §2: `scope` lists the values the client may use when it asks for tokens, and the registration's answer is
+ * what the server holds (§3.2.1, which lets it replace what was asked). So the values it never grants are left out
+ * (`"mcp:read admin"` was stored and answered whole, saying `admin` could be asked for), and a scope with none left is
+ * left out too. Consent, not this field, decides what a token holds; hosts in the field send `openid` and the like,
+ * so an unknown value is dropped, not refused.
+ */
+function withKnownScopes<T extends ClientMetadata>(m: T): T {
+  if (m.scope === undefined) return m;
+  const { scope, ...rest } = m;
+  const known = [...new Set(scope.split(' ').filter((s) => KNOWN_SCOPES.has(s)))];
+  return (known.length ? { ...rest, scope: known.join(' ') } : rest) as T;
 }
 
 /** Methods a registration may ask for and still be registered, as a public client (`none`). */
