@@ -37,6 +37,7 @@ const COMMANDS = [
   'start',
   'migrate',
   'backup',
+  'restore',
   'seed-demo',
   'users create',
   'users sign-out',

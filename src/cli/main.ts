@@ -21,7 +21,7 @@ import {
   UserInputError,
   type UserRow,
 } from '../domain/users.js';
-import { BackupRefused, backupEmbeddedDatabase } from '../store/backup.js';
+import { BackupRefused, backupEmbeddedDatabase, restoreEmbeddedDatabase } from '../store/backup.js';
 import { openStore } from '../store/database.js';
 import { migrateToLatest } from '../store/migrate.js';
 import { issueSessionToken } from '../tokens/session-token.js';
@@ -67,6 +67,13 @@ const COMMANDS: Record<string, Command> = {
       to: { type: 'string', help: 'the new file to write (never replaced; its folder must exist)' },
     },
     run: (v, config) => backup(config, required(v, 'to')),
+  },
+  restore: {
+    usage: 'svc restore --from FILE',
+    summary:
+      'Put a backup in place of the embedded database, once no process has it open; the one it replaces is kept beside it.',
+    options: { from: { type: 'string', help: 'the backup to restore (made by svc backup)' } },
+    run: (v, config) => restore(config, required(v, 'from')),
   },
   'seed-demo': {
     usage: 'svc seed-demo',
@@ -290,6 +297,18 @@ async function backup(config: Config, target: string): Promise<void> {
       taken_at: toRfc3339(started),
       seconds: Number(((Date.now() - started) / 1000).toFixed(3)),
     }),
+  );
+}
+
+/** `svc restore`: a checked backup in place of the embedded database (store/backup.ts), and one JSON line. */
+async function restore(config: Config, from: string): Promise<void> {
+  if (config.databaseUrl)
+    throw new UsageError(
+      'svc restore replaces the embedded database; DATABASE_URL names PostgreSQL: restore it with pg_restore or ' +
+        'psql (docs/deployment.md#backups)',
+    );
+  console.log(
+    JSON.stringify({ object: 'restore', ...restoreEmbeddedDatabase(config.dataDir, from, new Date()) }),
   );
 }
 

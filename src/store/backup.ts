@@ -1,10 +1,24 @@
-import { closeSync, existsSync, fsyncSync, linkSync, lstatSync, openSync, rmSync, statSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  copyFileSync,
+  existsSync,
+  fsyncSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { embeddedFilePath } from './embedded-file.js';
 
 /**
- * A backup of the embedded database while instances serve and write (docs/deployment.md#backups).
+ * A backup of the embedded database while instances serve and write, and its restore (docs/deployment.md#backups).
  *
  * `VACUUM INTO` copies the database as one read transaction sees it: a consistent snapshot, which writers in WAL mode
  * do not wait for and cannot restart. SQLite's online backup (`sqlite3 svc.sqlite ".backup …"`, what the docs said
@@ -129,4 +143,93 @@ function syncFile(path: string, flags: 'r' | 'r+'): void {
   } finally {
     closeSync(fd);
   }
+}
+
+/** What `svc restore` put in place, and where the database it replaced was kept. */
+export interface Restore {
+  file: string;
+  from: string;
+  /** The database as it was before, whole (its log checkpointed into it), or null where there was none. */
+  kept: string | null;
+  migration: string | null;
+}
+
+/**
+ * Restores a backup (docs/deployment.md#backups): the database file replaced by a checked copy of `from`, once no
+ * process has it open, the database it replaces kept beside it under `svc.sqlite.before-restore-<time>`.
+ *
+ * Whether a process has it open: every connection to a database in WAL mode holds a shared lock on its file for as
+ * long as it is open, so an exclusive lock asked for without waiting (`locking_mode = EXCLUSIVE`, `BEGIN EXCLUSIVE`)
+ * is refused while an instance or a `svc` command is on it. Closed, that connection checkpoints the log into the file
+ * it keeps aside, which is then whole by itself. A database whose first page SQLite cannot read (the damage a restore
+ * is often for) cannot be asked, and no process can be serving from it: it is kept aside as it is, log and all.
+ *
+ * The copy is made beside the database (mode 0600), synced, then renamed into place and the folder synced: a restore
+ * stopped partway leaves either the old file in place or the new one, never half of one.
+ */
+export function restoreEmbeddedDatabase(dataDir: string, from: string, now: Date): Restore {
+  const backup = resolve(from);
+  if (!lstatSafe(backup)?.isFile()) throw new BackupRefused(`${backup} is not a file`);
+  const migration = checkBackup(backup);
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const file = embeddedFilePath(dataDir);
+  const kept = existsSync(file) ? keepAside(file, now) : null;
+  const partial = `${file}.restoring`;
+  try {
+    copyFileSync(backup, partial, constants.COPYFILE_EXCL);
+    chmodSync(partial, 0o600);
+    syncFile(partial, 'r+');
+    renameSync(partial, file);
+    syncFile(dataDir, 'r');
+  } finally {
+    rmSync(partial, { force: true });
+  }
+  return { file, from: backup, kept, migration };
+}
+
+/** A backup must be a sound SQLite file that holds this service's schema. */
+function checkBackup(backup: string): string {
+  let migration: string | null;
+  try {
+    migration = checkCopy(backup);
+  } catch (e) {
+    throw new BackupRefused(
+      `${backup} is not a sound database: ${(e as Error).message}; nothing was changed`,
+    );
+  }
+  if (migration === null) throw new BackupRefused(`${backup} holds no svc database; nothing was changed`);
+  return migration;
+}
+
+/** Moves the database (and its log and shared memory, if left) aside, once no process has it open. */
+function keepAside(file: string, now: Date): string {
+  checkpointAlone(file);
+  const kept = `${file}.before-restore-${now.toISOString().replace(/[:.]/g, '-')}`;
+  for (const suffix of ['-wal', '-shm', '']) {
+    if (existsSync(file + suffix)) renameSync(file + suffix, kept + suffix);
+  }
+  return kept;
+}
+
+function checkpointAlone(file: string): void {
+  let db: SQLite.Database;
+  try {
+    db = new SQLite(file, { fileMustExist: true, timeout: 0 });
+  } catch {
+    return;
+  }
+  try {
+    db.pragma('locking_mode = EXCLUSIVE');
+    db.exec('BEGIN EXCLUSIVE');
+    db.exec('COMMIT');
+  } catch (e) {
+    db.close();
+    if ((e as { code?: unknown }).code === 'SQLITE_BUSY')
+      throw new BackupRefused(
+        `a process has ${file} open (an instance, or a svc command): stop every process on DATA_DIR first; ` +
+          'nothing was changed',
+      );
+    return;
+  }
+  db.close();
 }

@@ -8,6 +8,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,7 +25,7 @@ import { freePort, postSession } from '../helpers/ops.js';
 
 /**
  * Backups of the embedded database as an operator takes them: `svc backup` (the built command) beside a serving
- * instance (the built command too) that writes all the while, then the service started again over the copy alone.
+ * instance (the built command too) that writes all the while, then `svc restore` and the service started again on it.
  * The embedded database whatever TEST_DATABASE says: PostgreSQL is backed up with its own tools.
  */
 
@@ -92,12 +93,15 @@ async function serve(dataDir: string, ports: { api: number; auth: number }) {
 }
 
 /** `svc backup --to target` as its own process: exit code and output. */
-function backupProcess(
+const backupProcess = (dataDir: string, target: string) => svcProcess(dataDir, ['backup', '--to', target]);
+
+/** `svc ...args` as its own process, beside the instances: exit code and output. */
+function svcProcess(
   dataDir: string,
-  target: string,
+  args: string[],
 ): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [`${ROOT}bin/svc.js`, 'backup', '--to', target], {
+    const child = spawn(process.execPath, [`${ROOT}bin/svc.js`, ...args], {
       env: envOn(dataDir),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -142,7 +146,7 @@ function fillWithHistory(dataDir: string, events: number): void {
 }
 
 describe('svc backup beside a serving instance', () => {
-  it('copies one snapshot while the instance goes on writing, and a service over the copy alone takes the tokens issued before it', async () => {
+  it('copies one snapshot while the instance goes on writing; svc restore puts it back once the instance has stopped, and the service takes the tokens issued before it', async () => {
     const live = folder();
     const ports = { api: await freePort(), auth: await freePort() };
     const serving = await serve(live, ports);
@@ -186,11 +190,28 @@ describe('svc backup beside a serving instance', () => {
     expect(kept).toBeLessThanOrEqual(answeredAfter);
     expect(stored.size).toBe(kept);
 
-    // Restored as docs/deployment.md says: the instance stopped, the copy alone as svc.sqlite in an empty DATA_DIR.
+    // Restored with svc restore: refused while the instance has the database open, then done once it has stopped.
+    const whileServing = await svcProcess(live, ['restore', '--from', target]);
+    expect(whileServing.code).toBe(2);
+    expect(whileServing.err).toContain('a process has');
+    expect(readdirSync(live).filter((f) => f.includes('before-restore'))).toEqual([]);
     await serving.stop();
-    const restored = folder();
-    copyFileSync(target, join(restored, 'svc.sqlite'));
-    const again = await serve(restored, ports);
+    const restored = await svcProcess(live, ['restore', '--from', target]);
+    expect(restored.err).toBe('');
+    expect(restored.code).toBe(0);
+    const put = JSON.parse(restored.out) as { file: string; kept: string; migration: string };
+    expect(put).toMatchObject({ file: join(live, 'svc.sqlite'), migration: NEWEST_MIGRATION });
+    expect(statSync(put.file).mode & 0o777).toBe(0o600);
+    // What it replaced is kept whole beside it: every registration answered, the ones after the snapshot included.
+    const dcrIn = (file: string) => {
+      const db = new SQLite(file, { readonly: true });
+      const count = db.prepare("SELECT count(*) FROM oauth_clients WHERE kind = 'dcr'").pluck().get();
+      db.close();
+      return count;
+    };
+    expect(dcrIn(put.kept)).toBe(writer.answered.length);
+    expect(dcrIn(put.file)).toBe(kept);
+    const again = await serve(live, ports);
     const me = await fetch(`${again.api}/me`, { headers: { authorization: `Bearer ${session.token}` } });
     expect(me.status).toBe(200);
     expect(((await me.json()) as { username: string }).username).toBe('ada');
@@ -226,6 +247,18 @@ describe('svc backup refusals', () => {
     const postgres = await svc('backup', '--to', join(folder(), 'b.sqlite'));
     expect(postgres.code).toBe(2);
     expect(postgres.err).toContain('pg_dump');
+
+    const restoredFromPostgres = await svc('restore', '--from', existing);
+    expect(restoredFromPostgres.code).toBe(2);
+    expect(restoredFromPostgres.err).toContain('pg_restore');
+
+    useDatabaseForCli({ DATA_DIR: dataDir, DATABASE_URL: '' });
+    const notABackup = join(folder(), 'notes.txt');
+    writeFileSync(notABackup, 'not a database');
+    const refusedRestore = await svc('restore', '--from', notABackup);
+    expect(refusedRestore.code).toBe(2);
+    expect(refusedRestore.err).toContain('is not a sound database');
+    expect(readdirSync(dataDir).filter((f) => f.includes('before-restore'))).toEqual([]);
 
     const empty = join(folder(), 'never-used');
     useDatabaseForCli({ DATA_DIR: empty, DATABASE_URL: '' });
