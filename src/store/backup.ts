@@ -7,7 +7,6 @@ import {
   fsyncSync,
   linkSync,
   lstatSync,
-  mkdirSync,
   openSync,
   renameSync,
   rmSync,
@@ -15,7 +14,7 @@ import {
 } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { embeddedFilePath } from './embedded-file.js';
+import { embeddedFilePath, makeDataDir } from './embedded-file.js';
 
 /**
  * A backup of the embedded database while instances serve and write, and its restore (docs/deployment.md#backups).
@@ -171,7 +170,7 @@ export function restoreEmbeddedDatabase(dataDir: string, from: string, now: Date
   const backup = resolve(from);
   if (!lstatSafe(backup)?.isFile()) throw new BackupRefused(`${backup} is not a file`);
   const migration = checkBackup(backup);
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  makeDataDir(dataDir);
   const file = embeddedFilePath(dataDir);
   const kept = existsSync(file) ? keepAside(file, now) : null;
   const partial = `${file}.restoring`;
@@ -224,7 +223,7 @@ function checkpointAlone(file: string): void {
     db.exec('COMMIT');
   } catch (e) {
     db.close();
-    if ((e as { code?: unknown }).code === 'SQLITE_BUSY')
+    if (String((e as { code?: unknown }).code).startsWith('SQLITE_BUSY'))
       throw new BackupRefused(
         `a process has ${file} open (an instance, or a svc command): stop every process on DATA_DIR first; ` +
           'nothing was changed',

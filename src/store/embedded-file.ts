@@ -26,11 +26,7 @@ const DATA_DIR_PROBLEMS: Record<string, string> = {
  * an empty SQLite database). Returns the file's path.
  */
 export function prepareEmbeddedFile(dataDir: string): string {
-  try {
-    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  } catch (e) {
-    throw cannotHold(dataDir, e);
-  }
+  makeDataDir(dataDir);
   const file = embeddedFilePath(dataDir);
   try {
     // `wx`: created here, or left alone if it exists (SQLite's own default would be 0644, readable by every user).
@@ -39,6 +35,15 @@ export function prepareEmbeddedFile(dataDir: string): string {
     if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw cannotHold(dataDir, e);
   }
   return file;
+}
+
+/** DATA_DIR, made readable by this user alone if it does not exist yet. */
+export function makeDataDir(dataDir: string): void {
+  try {
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  } catch (e) {
+    throw cannotHold(dataDir, e);
+  }
 }
 
 /** Node's message names the path but not the setting (`EEXIST: file already exists, mkdir '/srv/svc'`). */
