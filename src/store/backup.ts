@@ -174,6 +174,8 @@ export function restoreEmbeddedDatabase(dataDir: string, from: string, now: Date
   const file = embeddedFilePath(dataDir);
   const kept = existsSync(file) ? keepAside(file, now) : null;
   const partial = `${file}.restoring`;
+  // Left by a restore stopped partway (nothing opens this name): its copy is started again.
+  rmSync(partial, { force: true });
   try {
     copyFileSync(backup, partial, constants.COPYFILE_EXCL);
     chmodSync(partial, 0o600);

@@ -196,12 +196,15 @@ describe('svc backup beside a serving instance', () => {
     expect(whileServing.err).toContain('a process has');
     expect(readdirSync(live).filter((f) => f.includes('before-restore'))).toEqual([]);
     await serving.stop();
+    // A restore stopped partway before left its copy under the working name.
+    writeFileSync(join(live, 'svc.sqlite.restoring'), 'half a copy');
     const restored = await svcProcess(live, ['restore', '--from', target]);
     expect(restored.err).toBe('');
     expect(restored.code).toBe(0);
     const put = JSON.parse(restored.out) as { file: string; kept: string; migration: string };
     expect(put).toMatchObject({ file: join(live, 'svc.sqlite'), migration: NEWEST_MIGRATION });
     expect(statSync(put.file).mode & 0o777).toBe(0o600);
+    expect(existsSync(join(live, 'svc.sqlite.restoring'))).toBe(false);
     // What it replaced is kept whole beside it: every registration answered, the ones after the snapshot included.
     const dcrIn = (file: string) => {
       const db = new SQLite(file, { readonly: true });
