@@ -8,9 +8,7 @@ import { join } from 'node:path';
  * creates (0600), its `-wal` and `-shm` too (SQLite gives them the database file's mode). Files and folders that an
  * operator made are left as they are: `embeddedFileExposure` says what they let others read, for the start-up log.
  */
-export const EMBEDDED_FILE = 'svc.sqlite';
-
-export const embeddedFilePath = (dataDir: string): string => join(dataDir, EMBEDDED_FILE);
+export const embeddedFilePath = (dataDir: string): string => join(dataDir, 'svc.sqlite');
 
 /** Why DATA_DIR could not be made, by Node's code. */
 const DATA_DIR_PROBLEMS: Record<string, string> = {
