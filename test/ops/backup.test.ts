@@ -11,13 +11,13 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import SQLite from 'better-sqlite3';
 import { sql } from 'kysely';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/database.js';
-import { migrateToLatest } from '../../src/store/migrate.js';
+import { migrateTo, migrateToLatest } from '../../src/store/migrate.js';
 import { embeddedFileExposure } from '../../src/store/embedded-file.js';
 import { svc, useDatabaseForCli } from '../helpers/cli.js';
 import { startTestServer } from '../helpers/harness.js';
@@ -43,12 +43,13 @@ const folder = (): string => {
   return made;
 };
 
-/** The newest migration of this build, which a copy of a database it migrated records. */
-const NEWEST_MIGRATION = readdirSync(new URL('../../src/store/migrations/', import.meta.url))
+/** This build's migrations, in order. */
+const MIGRATIONS = readdirSync(new URL('../../src/store/migrations/', import.meta.url))
   .filter((f) => f.endsWith('.ts'))
   .map((f) => f.replace(/\.ts$/, ''))
-  .sort()
-  .at(-1);
+  .sort();
+/** The newest migration of this build, which a copy of a database it migrated records. */
+const NEWEST_MIGRATION = MIGRATIONS.at(-1);
 
 /** The environment of a `svc` process on the embedded database in `dataDir`. */
 function envOn(dataDir: string): NodeJS.ProcessEnv {
@@ -85,8 +86,8 @@ async function serve(dataDir: string, ports: { api: number; auth: number }) {
   const url = (name: string) => new RegExp(`${name}\\s+(http://\\S+)`).exec(banner)?.[1] ?? '';
   if (!url('auth')) throw new Error(`svc start did not come up:\n${banner}`);
   const exited = new Promise((resolve) => child.once('exit', resolve));
-  const stop = async () => {
-    child.kill('SIGTERM');
+  const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
+    child.kill(signal);
     await exited;
   };
   return { api: url('api'), auth: url('auth'), stop };
@@ -146,7 +147,7 @@ function fillWithHistory(dataDir: string, events: number): void {
 }
 
 describe('svc backup beside a serving instance', () => {
-  it('copies one snapshot while the instance goes on writing; svc restore puts it back once the instance has stopped, and the service takes the tokens issued before it', async () => {
+  it('copies one snapshot while the instance goes on writing; svc restore puts it back once the instance has stopped (crashed), and the service takes the tokens issued before it', async () => {
     const live = folder();
     const ports = { api: await freePort(), auth: await freePort() };
     const serving = await serve(live, ports);
@@ -195,7 +196,9 @@ describe('svc backup beside a serving instance', () => {
     expect(whileServing.code).toBe(2);
     expect(whileServing.err).toContain('a process has');
     expect(readdirSync(live).filter((f) => f.includes('before-restore'))).toEqual([]);
-    await serving.stop();
+    // Ended as a crash ends it: its log, holding the latest commits, left beside the database for the restore to fold in.
+    await serving.stop('SIGKILL');
+    expect(existsSync(join(live, 'svc.sqlite-wal'))).toBe(true);
     // A restore stopped partway before left its copy under the working name.
     writeFileSync(join(live, 'svc.sqlite.restoring'), 'half a copy');
     const restored = await svcProcess(live, ['restore', '--from', target]);
@@ -205,7 +208,9 @@ describe('svc backup beside a serving instance', () => {
     expect(put).toMatchObject({ file: join(live, 'svc.sqlite'), migration: NEWEST_MIGRATION });
     expect(statSync(put.file).mode & 0o777).toBe(0o600);
     expect(existsSync(join(live, 'svc.sqlite.restoring'))).toBe(false);
-    // What it replaced is kept whole beside it: every registration answered, the ones after the snapshot included.
+    // What it replaced is kept whole beside it, its log checkpointed in (read before anything opens it, since a
+    // read-only connection makes a log of its own): every registration answered, those after the snapshot included.
+    expect(readdirSync(live).filter((f) => f.startsWith(`${basename(put.kept)}-`))).toEqual([]);
     const dcrIn = (file: string) => {
       const db = new SQLite(file, { readonly: true });
       const count = db.prepare("SELECT count(*) FROM oauth_clients WHERE kind = 'dcr'").pluck().get();
@@ -228,7 +233,7 @@ describe('svc backup refusals', () => {
     process.env = saved;
   });
 
-  it('never replaces a file, needs an existing folder, names PostgreSQL’s tools, and creates no database where none is', async () => {
+  it('never replaces a file, needs an existing folder, names PostgreSQL’s tools, never migrates, and creates no database where none is', async () => {
     const dataDir = folder();
     const store = openStore({ dataDir, databaseUrl: undefined, databasePoolSize: 1 });
     await store.close();
@@ -262,6 +267,19 @@ describe('svc backup refusals', () => {
     expect(refusedRestore.code).toBe(2);
     expect(refusedRestore.err).toContain('is not a sound database');
     expect(readdirSync(dataDir).filter((f) => f.includes('before-restore'))).toEqual([]);
+
+    // Taken before a release's migrations, with the new build: the copy and the database keep the schema they had.
+    const older = folder();
+    const olderStore = openStore({ dataDir: older, databaseUrl: undefined, databasePoolSize: 1 });
+    await migrateTo(olderStore.db, MIGRATIONS.at(-2)!);
+    await olderStore.close();
+    useDatabaseForCli({ DATA_DIR: older, DATABASE_URL: '' });
+    const beforeRelease = await svc('backup', '--to', join(folder(), 'before-release.sqlite'));
+    expect(beforeRelease.code).toBe(0);
+    expect((JSON.parse(beforeRelease.out) as { migration: string }).migration).toBe(MIGRATIONS.at(-2));
+    const live = new SQLite(join(older, 'svc.sqlite'), { readonly: true });
+    expect(live.prepare('SELECT max(name) FROM kysely_migration').pluck().get()).toBe(MIGRATIONS.at(-2));
+    live.close();
 
     const empty = join(folder(), 'never-used');
     useDatabaseForCli({ DATA_DIR: empty, DATABASE_URL: '' });
