@@ -283,11 +283,7 @@ const COMMANDS: Record<string, Command> = {
  * saying what was written. PostgreSQL has its own tools, which know its replication and permissions.
  */
 async function backup(config: Config, target: string): Promise<void> {
-  if (config.databaseUrl)
-    throw new UsageError(
-      'svc backup copies the embedded database; DATABASE_URL names PostgreSQL: back it up with pg_dump or continuous ' +
-        'archiving (docs/deployment.md#backups)',
-    );
+  embeddedOnly(config, 'svc backup copies', 'back it up with pg_dump or continuous archiving');
   const started = Date.now();
   const made = backupEmbeddedDatabase(config.dataDir, target, config.databaseConnectTimeoutMs);
   console.log(
@@ -300,13 +296,17 @@ async function backup(config: Config, target: string): Promise<void> {
   );
 }
 
-/** `svc restore`: a checked backup in place of the embedded database (store/backup.ts), and one JSON line. */
-async function restore(config: Config, from: string): Promise<void> {
+/** A command of the embedded database's file, refused when DATABASE_URL names PostgreSQL, whose own tools it names. */
+function embeddedOnly(config: Config, does: string, instead: string): void {
   if (config.databaseUrl)
     throw new UsageError(
-      'svc restore replaces the embedded database; DATABASE_URL names PostgreSQL: restore it with pg_restore or ' +
-        'psql (docs/deployment.md#backups)',
+      `${does} the embedded database; DATABASE_URL names PostgreSQL: ${instead} (docs/deployment.md#backups)`,
     );
+}
+
+/** `svc restore`: a checked backup in place of the embedded database (store/backup.ts), and one JSON line. */
+async function restore(config: Config, from: string): Promise<void> {
+  embeddedOnly(config, 'svc restore replaces', 'restore it with pg_restore or psql');
   console.log(
     JSON.stringify({ object: 'restore', ...restoreEmbeddedDatabase(config.dataDir, from, new Date()) }),
   );
